@@ -1,0 +1,37 @@
+# Everything a fresh machine needs: Python 3.11+, pip, git, make.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo up test lint schemas bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install -q -e ./schemas -e './clients[mcp]' -e '.[test]'
+
+## Start the embedded stack (nats-server + redis/FalkorDB + hub), run the demo, keep serving until Ctrl-C.
+demo: install
+	$(BIN)/recall up --demo
+
+up: install
+	$(BIN)/recall up
+
+## Install everything and run the default test suite against real servers started by the tests.
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+schemas: install
+	$(BIN)/recall export-schemas
+
+bench: install
+	$(BIN)/recall bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info */*.egg-info

@@ -1,0 +1,28 @@
+"""Nexus Recall client library: what an agent runs."""
+
+from recall_schemas import (
+    Conflict,
+    Forbidden,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RecallError,
+    RecallTimeout,
+    Unavailable,
+)
+
+from .client import RecallClient
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "InternalError",
+    "InvalidRequest",
+    "NotFound",
+    "PayloadTooLarge",
+    "RecallClient",
+    "RecallError",
+    "RecallTimeout",
+    "Unavailable",
+]

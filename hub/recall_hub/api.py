@@ -1,0 +1,44 @@
+"""Operation name -> domain function. Transport-free: tests call :func:`dispatch` directly."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from recall_schemas import OPERATIONS
+
+from . import beads, groups, listing, maintenance, relationships, search
+from .context import HubContext
+
+Handler = Callable[[HubContext, str, Any], Awaitable[BaseModel]]
+
+HANDLERS: dict[str, Handler] = {
+    "create_bead": beads.create_bead,
+    "get_bead": beads.get_bead,
+    "update_bead": beads.update_bead,
+    "delete_bead": beads.delete_bead,
+    "search_beads": search.search_beads,
+    "get_by_session": listing.get_by_session,
+    "get_by_group": listing.get_by_group,
+    "get_by_tag": listing.get_by_tag,
+    "get_recent": listing.get_recent,
+    "add_relationship": relationships.add_relationship,
+    "get_relationships": relationships.get_relationships,
+    "traverse_graph": relationships.traverse_graph,
+    "deduplicate_beads": maintenance.deduplicate_beads,
+    "rank_by_importance": maintenance.rank_by_importance,
+    "decay_old_memories": maintenance.decay_old_memories,
+    "create_group": groups.create_group,
+    "add_member": groups.add_member,
+    "remove_member": groups.remove_member,
+    "list_members": groups.list_members,
+    "list_groups": groups.list_groups,
+}
+
+assert HANDLERS.keys() == OPERATIONS.keys(), "every operation needs exactly one handler"
+
+
+async def dispatch(ctx: HubContext, caller: str, op: str, request: BaseModel) -> BaseModel:
+    return await HANDLERS[op](ctx, caller, request)

@@ -1,0 +1,174 @@
+"""Bead lifecycle: create, get, update, delete."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from recall_schemas import (
+    BeadUpdates,
+    CreateBead,
+    DeleteBead,
+    Deleted,
+    Forbidden,
+    GetBead,
+    InvalidRequest,
+    MemoryBead,
+    NotFound,
+    UpdateBead,
+    Visibility,
+    new_id,
+)
+from recall_schemas.models import RESERVED_METADATA_PREFIX
+
+from .context import HubContext
+from .records import bead_from_node, content_hash
+from .timeutil import now_ms
+from .visibility import MY_GROUPS, may_modify, visible
+
+
+def _check_metadata(metadata: dict[str, Any] | None) -> None:
+    if metadata and any(key.startswith(RESERVED_METADATA_PREFIX) for key in metadata):
+        raise InvalidRequest(f"metadata keys starting with {RESERVED_METADATA_PREFIX!r} are reserved")
+
+
+async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
+    """Store a bead as one atomic query.
+
+    The same query checks group membership and session ownership and merges on the idempotency
+    key, so a retried create returns the first bead and a refused one writes nothing.
+    """
+    _check_metadata(req.metadata)
+    now = now_ms()
+    bead_id = new_id("b")
+    props = {
+        "bead_id": bead_id,
+        "title": req.title,
+        "content": req.content,
+        "content_hash": content_hash(req.content or req.title),
+        "bead_type": req.bead_type.value,
+        "importance": req.importance,
+        "tags": list(dict.fromkeys(req.tags)),
+        "created_at": now,
+        "updated_at": now,
+        "accessed_at": now,
+        "created_by": caller,
+        "session_id": req.session_id,
+        "subsession_id": req.subsession_id,
+        "group_id": req.group_id,
+        "visibility": req.visibility.value,
+        "metadata": json.dumps(req.metadata, sort_keys=True),
+        "status": "active",
+        "provenance": req.provenance.value,
+        "corroborated_by": [],
+    }
+    idem = f"{caller}:{req.idempotency_key or bead_id}"
+    cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
+    if req.group_id is not None:
+        cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
+    if req.session_id is not None:
+        cypher += (
+            "MERGE (s:Session {session_id: $session_id}) "
+            "ON CREATE SET s.owner = $caller, s.created_at = $now, s.group_id = $group_id "
+            "WITH me, s WHERE s.owner = $caller "
+        )
+    cypher += "MERGE (b:Bead {idem: $idem}) ON CREATE SET b += $props RETURN b"
+    rows = await ctx.graph.query(
+        cypher,
+        {
+            "caller": caller,
+            "group_id": req.group_id,
+            "session_id": req.session_id,
+            "now": now,
+            "idem": idem,
+            "props": props,
+        },
+    )
+    if rows:
+        return bead_from_node(rows[0][0])
+    if req.group_id is not None and not await _is_member(ctx, caller, req.group_id):
+        raise NotFound(f"group {req.group_id} not found")
+    raise Forbidden(f"session {req.session_id} belongs to another identity")
+
+
+async def _is_member(ctx: HubContext, caller: str, group_id: str) -> bool:
+    rows = await ctx.graph.ro_query(
+        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group {group_id: $group_id}) RETURN count(g)",
+        {"caller": caller, "group_id": group_id},
+    )
+    return bool(rows and rows[0][0])
+
+
+async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
+    rows = await ctx.graph.query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+        "SET b.accessed_at = $now RETURN b",
+        {"caller": caller, "bead_id": req.bead_id, "now": now_ms()},
+    )
+    if not rows:
+        raise NotFound(f"bead {req.bead_id} not found")
+    return bead_from_node(rows[0][0])
+
+
+def _changes(updates: BeadUpdates) -> dict[str, Any]:
+    fields = updates.model_dump(exclude_unset=True, mode="json")
+    if "metadata" in fields:
+        _check_metadata(fields["metadata"])
+        fields["metadata"] = json.dumps(fields["metadata"], sort_keys=True)
+    if "tags" in fields:
+        fields["tags"] = list(dict.fromkeys(fields["tags"]))
+    if "content" in fields:
+        fields["content_hash"] = content_hash(fields["content"])
+    for key in ("title", "bead_type", "importance", "status", "visibility"):
+        if key in fields and fields[key] is None:
+            raise InvalidRequest(f"{key} cannot be null")
+    return fields
+
+
+async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBead:
+    changes = _changes(req.updates)
+    if not changes:
+        raise InvalidRequest("updates is empty")
+    changes["updated_at"] = now_ms()
+    new_visibility = changes.get("visibility")
+    new_group = changes.get("group_id")
+    # Moving a bead into a group (or making it a group bead) needs membership of that group,
+    # checked inside the same atomic query.
+    scope_ok = (
+        "(coalesce($changes.visibility, b.visibility) <> 'group' OR "
+        "(coalesce($changes.group_id, b.group_id) IS NOT NULL AND "
+        "coalesce($changes.group_id, b.group_id) IN my_groups))"
+    )
+    rows = await ctx.graph.query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+        f"WITH b, my_groups, {may_modify('b')} AS may "
+        f"WITH b, may, {scope_ok} AS scope_ok "
+        "FOREACH (_ IN CASE WHEN may AND scope_ok THEN [1] ELSE [] END | SET b += $changes) "
+        "RETURN b, may, scope_ok",
+        {"caller": caller, "bead_id": req.bead_id, "changes": changes},
+    )
+    if not rows:
+        raise NotFound(f"bead {req.bead_id} not found")
+    node, may, scope_ok = rows[0]
+    if not may:
+        raise Forbidden(f"only the creator (or the group's ops) may change bead {req.bead_id}")
+    if not scope_ok:
+        if new_visibility == Visibility.GROUP.value and new_group is None and node.properties.get("group_id") is None:
+            raise InvalidRequest("visibility 'group' needs a group_id")
+        raise NotFound(f"group {new_group or node.properties.get('group_id')} not found")
+    return bead_from_node(node)
+
+
+async def delete_bead(ctx: HubContext, caller: str, req: DeleteBead) -> Deleted:
+    rows = await ctx.graph.query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+        f"WITH b, {may_modify('b')} AS may "
+        "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | DETACH DELETE b) "
+        "RETURN may",
+        {"caller": caller, "bead_id": req.bead_id},
+    )
+    if not rows:
+        raise NotFound(f"bead {req.bead_id} not found")
+    if not rows[0][0]:
+        raise Forbidden(f"only the creator (or the group's ops) may delete bead {req.bead_id}")
+    return Deleted(bead_id=req.bead_id, deleted=True)

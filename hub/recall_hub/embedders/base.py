@@ -1,0 +1,102 @@
+"""The embedder interface, its configuration and the helpers every embedder shares.
+
+An embedder turns texts into L2-normalised float32 vectors. Each embedder carries a ``model_id``
+that is stored next to every vector it produced; vectors with different ``model_id`` values live in
+different spaces and must never be compared or mixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Embedder",
+    "EmbedderConfig",
+    "EmbedderError",
+    "EmbedderUnavailableError",
+    "check_texts",
+    "l2_normalise",
+]
+
+
+class EmbedderError(RuntimeError):
+    """An embedder cannot do what it was asked (bad configuration, bad input, closed)."""
+
+
+class EmbedderUnavailableError(EmbedderError):
+    """The embedding backend failed or did not answer in time (HTTP error, timeout, bad reply).
+
+    The hub maps this to its "unavailable" error: retrying later may succeed.
+    """
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the hub's storage and search code calls.
+
+    ``model_id`` and ``dim`` are read-only here so that both plain attributes and properties satisfy
+    the protocol.
+    """
+
+    @property
+    def model_id(self) -> str:
+        """Stable id stored with each vector, e.g. ``local:all-MiniLM-L6-v2-int8``."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape ``(len(texts), dim)``, rows L2-normalised, in input order."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release threads, sessions and HTTP connections."""
+        ...
+
+
+class EmbedderConfig(BaseModel):
+    """How to build the hub's embedder (see :func:`recall_hub.embedders.make_embedder`).
+
+    ``dimensions``: for ``openai``, sent as the API's ``dimensions`` parameter (Matryoshka models);
+    when unset the dimension is discovered from the first reply. For ``hash``, the vector length
+    (default 384). For ``local`` it must be unset or 384.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["local", "openai", "hash"] = "local"
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key: str | None = Field(default=None, repr=False)
+    dimensions: int | None = Field(default=None, ge=1, le=65536)
+    batch_size: int = Field(default=32, ge=1, le=4096)
+    threads: int = Field(default=2, ge=1, le=256)
+    # Only for kind="openai": per-attempt HTTP timeout and retries of the official client.
+    openai_timeout_s: float = Field(default=30.0, gt=0)
+    openai_max_retries: int = Field(default=2, ge=0, le=10)
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, refusing the classic mistake of passing one ``str``."""
+    if isinstance(texts, str | bytes):
+        raise TypeError("embed() takes a sequence of texts, not a single string")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
+    return out
+
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm, as C-contiguous float32. All-zero rows stay zero."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    np.maximum(norms, np.float32(1e-12), out=norms)
+    return np.ascontiguousarray(v / norms, dtype=np.float32)

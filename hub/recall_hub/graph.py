@@ -1,0 +1,95 @@
+"""FalkorDB access: one connection pool, the schema (indexes), and error mapping.
+
+Every query the hub runs goes through :meth:`GraphStore.query` with parameters; no caller text is
+ever spliced into Cypher.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis.exceptions
+from falkordb.asyncio import FalkorDB
+from redis.asyncio import BlockingConnectionPool
+
+from recall_schemas import Unavailable
+
+log = logging.getLogger(__name__)
+
+INDEXES = [
+    "CREATE INDEX FOR (b:Bead) ON (b.bead_id)",
+    "CREATE INDEX FOR (b:Bead) ON (b.idem)",
+    "CREATE INDEX FOR (b:Bead) ON (b.group_id)",
+    "CREATE INDEX FOR (b:Bead) ON (b.session_id)",
+    "CREATE INDEX FOR (b:Bead) ON (b.created_by)",
+    "CREATE INDEX FOR (b:Bead) ON (b.created_at)",
+    "CREATE INDEX FOR (b:Bead) ON (b.tags)",
+    "CREATE INDEX FOR (b:Bead) ON (b.content_hash)",
+    "CREATE INDEX FOR (b:Bead) ON (b.visibility)",
+    "CREATE INDEX FOR (a:AI) ON (a.ai_id)",
+    "CREATE INDEX FOR (g:Group) ON (g.group_id)",
+    "CREATE INDEX FOR (s:Session) ON (s.session_id)",
+]
+FULLTEXT_INDEX = "CALL db.idx.fulltext.createNodeIndex('Bead', 'title', 'content')"
+
+
+class GraphStore:
+    def __init__(self, url: str, graph_name: str, max_connections: int = 32) -> None:
+        self._pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10)
+        self._db = FalkorDB(connection_pool=self._pool)
+        self.graph = self._db.select_graph(graph_name)
+        self.graph_name = graph_name
+
+    async def ensure_schema(self) -> None:
+        existing = await self._existing_indexes()
+        for statement in INDEXES:
+            label, prop = _index_target(statement)
+            if (label, prop) not in existing:
+                await self.query(statement)
+        if ("Bead", "title", "fulltext") not in existing:
+            await self.query(FULLTEXT_INDEX)
+
+    async def _existing_indexes(self) -> set[tuple[str, ...]]:
+        found: set[tuple[str, ...]] = set()
+        try:
+            result = await self.graph.ro_query("CALL db.indexes() YIELD label, properties, types")
+        except redis.exceptions.ResponseError:
+            return found  # the graph does not exist yet
+        for label, props, types in result.result_set:
+            for prop in props:
+                found.add((label, prop))
+                kinds = types.get(prop, []) if isinstance(types, dict) else []
+                if "FULLTEXT" in kinds:
+                    found.add((label, prop, "fulltext"))
+        return found
+
+    async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        try:
+            result = await self.graph.query(cypher, params or {})
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        try:
+            result = await self.graph.ro_query(cypher, params or {})
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    async def ping(self) -> None:
+        try:
+            await self._db.connection.ping()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+
+    async def aclose(self) -> None:
+        await self._pool.disconnect()
+
+
+def _index_target(statement: str) -> tuple[str, str]:
+    # "CREATE INDEX FOR (b:Bead) ON (b.bead_id)" -> ("Bead", "bead_id")
+    label = statement.split(":", 1)[1].split(")", 1)[0]
+    prop = statement.rsplit(".", 1)[1].rstrip(")")
+    return label, prop

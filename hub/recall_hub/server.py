@@ -1,0 +1,56 @@
+"""One hub process: connect to NATS and the stores, serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import nats
+from nats.aio.client import Client as NATS
+
+from .config import HubSettings
+from .context import HubContext
+from .transport import HubService
+
+log = logging.getLogger(__name__)
+
+
+async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
+    options: dict[str, object] = {
+        "servers": [settings.nats_url],
+        "name": name,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+    }
+    if settings.nats_creds:
+        options["user_credentials"] = settings.nats_creds
+    if settings.nats_user:
+        options["user"] = settings.nats_user
+        options["password"] = settings.nats_password
+    return await nats.connect(**options)  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
+    """A serving hub for the duration of the block."""
+    if not settings.auth_required and not settings.nats_creds and not settings.nats_user:
+        log.warning(
+            "NATS AUTH IS OFF: any client can claim any AI id. Use this only for local development."
+        )
+    ctx = await HubContext.connect(settings)
+    nc = await connect_nats(settings)
+    service = HubService(ctx, nc)
+    try:
+        await service.start()
+        yield service
+    finally:
+        await service.stop()
+        await nc.drain()
+        await ctx.aclose()
+
+
+async def serve_forever(settings: HubSettings, stop: asyncio.Event) -> None:
+    async with running_hub(settings):
+        await stop.wait()

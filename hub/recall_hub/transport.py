@@ -1,0 +1,146 @@
+"""The NATS edge of the hub: subjects, payload decoding, error replies. No domain logic here.
+
+Each operation is an endpoint of one NATS micro service (discovery and stats via ``$SRV``) on
+``recall.v1.req.*.<op>`` in the ``recall-hub`` queue group, so hub processes share the load. The
+caller is the subject's fourth token; NATS permissions make that token unforgeable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+
+from nats.aio.client import Client as NATS
+from nats.micro import ServiceConfig, add_service
+from nats.micro.request import Request
+from nats.micro.service import EndpointConfig, Service
+from pydantic import ValidationError
+
+from recall_schemas import (
+    OPERATIONS,
+    ErrorReply,
+    InternalError,
+    InvalidRequest,
+    PayloadTooLarge,
+    RecallError,
+)
+from recall_schemas.ids import AI_ID_PATTERN
+from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject
+
+from .api import dispatch
+from .context import HubContext
+
+log = logging.getLogger(__name__)
+
+_AI_ID = re.compile(AI_ID_PATTERN)
+ERROR_STATUS = {
+    "invalid": "400",
+    "not_found": "404",
+    "forbidden": "403",
+    "conflict": "409",
+    "too_large": "413",
+    "unavailable": "503",
+    "timeout": "504",
+    "internal": "500",
+}
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> bytes:
+    """Decode, authorise by subject, run, encode. Raises only :class:`RecallError`."""
+    try:
+        caller = caller_of(subject)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from exc
+    if not _AI_ID.match(caller):
+        raise InvalidRequest(f"caller id {caller!r} in the subject is not an AI id")
+    if len(payload) > ctx.settings.max_payload_bytes:
+        raise PayloadTooLarge(
+            f"payload of {len(payload)} bytes exceeds the limit of {ctx.settings.max_payload_bytes}"
+        )
+    operation = OPERATIONS[op]
+    try:
+        request = operation.request.model_validate_json(payload or b"{}")
+    except ValidationError as exc:
+        raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
+    reply = await dispatch(ctx, caller, op, request)
+    return reply.model_dump_json().encode()
+
+
+class HubService:
+    """Runs the endpoints of one hub process on a NATS connection."""
+
+    def __init__(self, ctx: HubContext, nc: NATS, version: str = "0.1.0") -> None:
+        self.ctx = ctx
+        self.nc = nc
+        self.version = version
+        self._service: Service | None = None
+        self._slots = asyncio.Semaphore(ctx.settings.max_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._service = await add_service(
+            self.nc,
+            ServiceConfig(
+                name=SERVICE_NAME,
+                version=self.version,
+                description="Nexus Recall memory hub",
+                queue_group=HUB_QUEUE_GROUP,
+            ),
+        )
+        for op in OPERATIONS:
+            await self._service.add_endpoint(
+                EndpointConfig(name=op, subject=endpoint_subject(op), handler=self._endpoint(op))
+            )
+        log.info("hub serving %d operations on %s", len(OPERATIONS), endpoint_subject("<op>"))
+
+    def _endpoint(self, op: str):  # type: ignore[no-untyped-def]
+        async def on_request(request: Request) -> None:
+            # NATS runs one subscription's callbacks one at a time; hand each request to its own task
+            # so a slow query never holds up the next request.
+            await self._slots.acquire()
+            task = asyncio.create_task(self._serve(op, request))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return on_request
+
+    async def _serve(self, op: str, request: Request) -> None:
+        try:
+            try:
+                body = await handle(self.ctx, op, request.subject, request.data)
+            except RecallError as exc:
+                await _respond_error(request, exc)
+                return
+            except Exception as exc:
+                ref = uuid.uuid4().hex[:12]
+                log.exception("internal error %s in %s", ref, op)
+                await _respond_error(request, InternalError(f"internal error (ref {ref})", {"ref": ref}))
+                return
+            await request.respond(body)
+        except Exception:
+            log.exception("could not reply to %s", op)
+        finally:
+            self._slots.release()
+
+    async def stop(self) -> None:
+        if self._service is not None:
+            await self._service.stop()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _respond_error(request: Request, exc: RecallError) -> None:
+    reply: ErrorReply = exc.to_reply()
+    await request.respond_error(
+        ERROR_STATUS[exc.code.value], exc.code.value, reply.model_dump_json().encode()
+    )

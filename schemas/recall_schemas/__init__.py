@@ -1,0 +1,73 @@
+"""Nexus Recall wire contract."""
+
+from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
+from .errors import (
+    Conflict,
+    ErrorBody,
+    ErrorCode,
+    ErrorReply,
+    Forbidden,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RecallError,
+    RecallTimeout,
+    Unavailable,
+    error_from_reply,
+)
+from .ids import AgentId, AiId, BeadId, GroupId, OpsId, SessionId, new_id
+from .models import (
+    GraphNode,
+    Group,
+    Member,
+    MemoryBead,
+    Relationship,
+    RelationshipProperties,
+    Subgraph,
+    WireModel,
+)
+from .ops import OPERATIONS, Operation
+from .requests import *  # noqa: F403
+from .requests import __all__ as _request_names
+
+__all__ = [  # noqa: PLE0604
+    "OPERATIONS",
+    "AgentId",
+    "AiId",
+    "BeadId",
+    "BeadStatus",
+    "BeadType",
+    "Conflict",
+    "Direction",
+    "ErrorBody",
+    "ErrorCode",
+    "ErrorReply",
+    "Forbidden",
+    "GraphNode",
+    "Group",
+    "GroupId",
+    "InternalError",
+    "InvalidRequest",
+    "Member",
+    "MemoryBead",
+    "NotFound",
+    "Operation",
+    "OpsId",
+    "PayloadTooLarge",
+    "Provenance",
+    "RecallError",
+    "RecallTimeout",
+    "RelType",
+    "Relationship",
+    "RelationshipProperties",
+    "Role",
+    "SessionId",
+    "Subgraph",
+    "Unavailable",
+    "Visibility",
+    "WireModel",
+    "error_from_reply",
+    "new_id",
+    *_request_names,
+]

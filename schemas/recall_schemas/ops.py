@@ -1,0 +1,49 @@
+"""The operation table: each request/reply operation, its request model and its reply model.
+
+The hub registers one endpoint per entry, the client calls them by name, the JSON Schema and
+AsyncAPI exports are generated from it. Adding an operation means adding one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from . import requests as r
+from .models import Group, MemoryBead, Relationship, Subgraph
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    request: type[BaseModel]
+    reply: type[BaseModel]
+    summary: str
+
+
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        Operation("create_bead", r.CreateBead, MemoryBead, "Store a memory bead"),
+        Operation("get_bead", r.GetBead, MemoryBead, "Read one bead (touches accessed_at)"),
+        Operation("update_bead", r.UpdateBead, MemoryBead, "Change fields of a bead"),
+        Operation("delete_bead", r.DeleteBead, r.Deleted, "Delete a bead and its relationships"),
+        Operation("search_beads", r.SearchBeads, r.SearchResult, "Search visible beads"),
+        Operation("get_by_session", r.GetBySession, r.BeadList, "Visible beads of a session, oldest first"),
+        Operation("get_by_group", r.GetByGroup, r.BeadList, "Beads of a group, newest first"),
+        Operation("get_by_tag", r.GetByTag, r.BeadList, "Visible beads with a tag, newest first"),
+        Operation("get_recent", r.GetRecent, r.BeadList, "Most recent visible beads"),
+        Operation("add_relationship", r.AddRelationship, Relationship, "Link two visible beads"),
+        Operation("get_relationships", r.GetRelationships, r.RelationshipList, "Edges of a bead"),
+        Operation("traverse_graph", r.TraverseGraph, Subgraph, "Breadth-first walk over visible beads"),
+        Operation("deduplicate_beads", r.DeduplicateBeads, r.DuplicateReport, "Clusters of equal content"),
+        Operation("rank_by_importance", r.RankByImportance, r.BeadList, "Sort beads by importance"),
+        Operation("decay_old_memories", r.DecayOldMemories, r.DecayReport, "Archive long-unused beads"),
+        Operation("create_group", r.CreateGroup, Group, "Create a group; the caller becomes its ops"),
+        Operation("add_member", r.AddMember, Group, "Add a member (ops only)"),
+        Operation("remove_member", r.RemoveMember, Group, "Remove a member (ops only)"),
+        Operation("list_members", r.ListMembers, Group, "A group and its members (members only)"),
+        Operation("list_groups", r.ListGroups, r.GroupList, "The caller's groups"),
+    )
+}

@@ -1,0 +1,308 @@
+"""Every request and reply of the request/reply API, one model each.
+
+The caller's identity is never part of a request: the hub reads it from the subject.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
+from .ids import AiId, BeadId, GroupId, SessionId
+from .models import (
+    Group,
+    Importance,
+    MemoryBead,
+    Metadata,
+    Relationship,
+    RelationshipProperties,
+    Subgraph,
+    Tag,
+    Title,
+    Content,
+    WireModel,
+)
+
+Limit = Annotated[int, Field(ge=1, le=500)]
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+
+
+class SearchMode(StrEnum):
+    KEYWORD = "keyword"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
+
+
+# --- beads -------------------------------------------------------------------------------------
+
+
+class CreateBead(WireModel):
+    title: Title
+    content: Content = ""
+    bead_type: BeadType = BeadType.FACT
+    importance: Importance = 5
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    session_id: SessionId | None = None
+    subsession_id: Annotated[str, Field(max_length=64)] | None = None
+    group_id: GroupId | None = None
+    visibility: Visibility = Visibility.PRIVATE
+    metadata: Metadata = Field(default_factory=dict)
+    provenance: Provenance = Provenance.AUTHORED
+    idempotency_key: IdempotencyKey | None = Field(
+        default=None, description="A retried create with the same key returns the first bead"
+    )
+
+    @model_validator(mode="after")
+    def _group_needs_group_id(self) -> CreateBead:
+        if self.visibility is Visibility.GROUP and self.group_id is None:
+            raise ValueError("visibility 'group' needs a group_id")
+        return self
+
+
+class GetBead(WireModel):
+    bead_id: BeadId
+
+
+class BeadUpdates(WireModel):
+    """Fields to change; those left out stay as they are."""
+
+    title: Title | None = None
+    content: Content | None = None
+    bead_type: BeadType | None = None
+    importance: Importance | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=32)
+    metadata: Metadata | None = None
+    status: BeadStatus | None = None
+    visibility: Visibility | None = None
+    group_id: GroupId | None = None
+
+
+class UpdateBead(WireModel):
+    bead_id: BeadId
+    updates: BeadUpdates
+
+
+class DeleteBead(WireModel):
+    bead_id: BeadId
+
+
+class Deleted(WireModel):
+    bead_id: BeadId
+    deleted: bool
+
+
+class BeadList(WireModel):
+    beads: list[MemoryBead]
+
+
+# --- search and listing ------------------------------------------------------------------------
+
+
+class BeadFilters(WireModel):
+    tags: list[Tag] = Field(default_factory=list, description="A bead must carry every one of these tags")
+    bead_types: list[BeadType] = Field(default_factory=list)
+    session_id: SessionId | None = None
+    group_id: GroupId | None = None
+    created_by: AiId | None = None
+    visibility: Visibility | None = None
+    min_importance: Importance | None = None
+    max_importance: Importance | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    status: BeadStatus | None = Field(default=None, description="None: any status (archived ones rank lower)")
+
+
+class SearchBeads(WireModel):
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    limit: Limit = 20
+    filters: BeadFilters = Field(default_factory=BeadFilters)
+    mode: SearchMode = SearchMode.HYBRID
+    max_tokens: Annotated[int, Field(ge=1, le=200_000)] | None = Field(
+        default=None, description="Return only the best hits whose beads fit this many tokens"
+    )
+
+
+class RankSource(WireModel):
+    list: str = Field(description="'keyword' or 'vector'")
+    rank: int = Field(ge=1)
+    raw_score: float
+
+
+class ScoreExplanation(WireModel):
+    sources: list[RankSource] = Field(default_factory=list)
+    relevance: float = Field(description="Fused relevance before priors")
+    prior: float = Field(description="Joint multiplier of importance, recency, provenance and status")
+    notes: list[str] = Field(default_factory=list)
+
+
+class SearchHit(WireModel):
+    bead: MemoryBead
+    score: float
+    explanation: ScoreExplanation
+
+
+class SearchResult(WireModel):
+    hits: list[SearchHit]
+    tokens: int | None = Field(default=None, description="Tokens of the returned beads when max_tokens was set")
+
+
+class GetBySession(WireModel):
+    session_id: SessionId
+    limit: Limit = 100
+
+
+class GetByGroup(WireModel):
+    group_id: GroupId
+    limit: Limit = 100
+
+
+class GetByTag(WireModel):
+    tag: Tag
+    limit: Limit = 100
+
+
+class GetRecent(WireModel):
+    limit: Limit = 10
+    since: datetime | None = None
+
+
+# --- relationships and graph -------------------------------------------------------------------
+
+
+class AddRelationship(WireModel):
+    from_id: BeadId
+    to_id: BeadId
+    rel_type: RelType
+    properties: RelationshipProperties = Field(default_factory=RelationshipProperties)
+
+    @model_validator(mode="after")
+    def _no_self_loop(self) -> AddRelationship:
+        if self.from_id == self.to_id:
+            raise ValueError("a bead cannot relate to itself")
+        return self
+
+
+class GetRelationships(WireModel):
+    bead_id: BeadId
+    rel_type: RelType | None = None
+    direction: Direction = Direction.BOTH
+
+
+class RelationshipList(WireModel):
+    relationships: list[Relationship]
+
+
+class TraverseGraph(WireModel):
+    start_id: BeadId
+    max_depth: Annotated[int, Field(ge=1, le=6)] = 3
+    rel_types: list[RelType] = Field(default_factory=list, description="Empty: every type")
+    direction: Direction = Direction.BOTH
+    limit: Limit = 200
+
+
+# --- maintenance -------------------------------------------------------------------------------
+
+
+class DeduplicateBeads(WireModel):
+    bead_id: BeadId | None = Field(default=None, description="Only the cluster of this bead")
+    group_id: GroupId | None = Field(default=None, description="Only beads of this group")
+
+
+class DuplicateCluster(WireModel):
+    content_hash: str
+    bead_ids: list[BeadId] = Field(description="Oldest first")
+
+
+class DuplicateReport(WireModel):
+    clusters: list[DuplicateCluster]
+
+
+class RankByImportance(WireModel):
+    bead_ids: list[BeadId] = Field(min_length=1, max_length=500)
+
+
+class DecayOldMemories(WireModel):
+    threshold_days: Annotated[float, Field(gt=0, le=36500)] = 90
+    dry_run: bool = False
+
+
+class DecayReport(WireModel):
+    archived: list[BeadId]
+
+
+# --- groups ------------------------------------------------------------------------------------
+
+
+class CreateGroup(WireModel):
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    group_id: GroupId | None = Field(default=None, description="Choose the id; default a fresh one")
+
+
+class AddMember(WireModel):
+    group_id: GroupId
+    ai_id: AiId
+    role: Role = Role.AGENT
+
+
+class RemoveMember(WireModel):
+    group_id: GroupId
+    ai_id: AiId
+
+
+class ListMembers(WireModel):
+    group_id: GroupId
+
+
+class ListGroups(WireModel):
+    """The groups the caller belongs to."""
+
+
+class GroupList(WireModel):
+    groups: list[Group]
+
+
+__all__ = [
+    "AddMember",
+    "AddRelationship",
+    "BeadFilters",
+    "BeadList",
+    "BeadUpdates",
+    "Content",
+    "CreateBead",
+    "CreateGroup",
+    "DecayOldMemories",
+    "DecayReport",
+    "DeduplicateBeads",
+    "DeleteBead",
+    "Deleted",
+    "DuplicateCluster",
+    "DuplicateReport",
+    "GetBead",
+    "GetByGroup",
+    "GetBySession",
+    "GetByTag",
+    "GetRecent",
+    "GetRelationships",
+    "Group",
+    "GroupList",
+    "ListGroups",
+    "ListMembers",
+    "MemoryBead",
+    "RankByImportance",
+    "RankSource",
+    "Relationship",
+    "RelationshipList",
+    "RemoveMember",
+    "ScoreExplanation",
+    "SearchBeads",
+    "SearchHit",
+    "SearchMode",
+    "SearchResult",
+    "Subgraph",
+    "TraverseGraph",
+    "UpdateBead",
+]

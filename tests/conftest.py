@@ -1,0 +1,70 @@
+"""Real servers for the tests: nats-server and redis-server+FalkorDB from their wheels, started once
+per test session on free ports in a temporary directory, and one hub process serving them."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from recall_client import RecallClient
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.server import running_hub
+from recall_hub.stack import EmbeddedStack
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    with EmbeddedStack(tmp_path_factory.mktemp("stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def settings(stack: EmbeddedStack) -> HubSettings:
+    return HubSettings(
+        nats_url=stack.nats_url,
+        falkordb_url=stack.redis_url,
+        redis_url=stack.redis_url,
+        graph_name="recall_test",
+    )
+
+
+@pytest.fixture(scope="session")
+async def hub(settings: HubSettings) -> AsyncIterator[HubContext]:
+    """A serving hub; yields its context so tests can also call domain functions directly."""
+    async with running_hub(settings) as service:
+        yield service.ctx
+
+
+def new_ai(kind: str = "a") -> str:
+    return f"{kind}_{secrets.token_hex(6)}"
+
+
+ClientFactory = Callable[..., Awaitable[RecallClient]]
+
+
+@pytest.fixture
+async def connect(stack: EmbeddedStack, hub: HubContext) -> AsyncIterator[ClientFactory]:
+    """``await connect("a_x")`` gives a connected client for that AI id; all are closed after the test."""
+    clients: list[RecallClient] = []
+
+    async def factory(ai_id: str | None = None, **options: object) -> RecallClient:
+        client = RecallClient(ai_id or new_ai(), stack.nats_url, **options)  # type: ignore[arg-type]
+        await client.connect()
+        clients.append(client)
+        return client
+
+    yield factory
+    for client in clients:
+        await client.close()
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+os.environ.setdefault("RECALL_TESTING", "1")
