@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import logging
 import re
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ def _features(text: str) -> list[str]:
     words = _WORD.findall(text.lower())
     if not words:
         return [_EMPTY_FEATURE]
-    return words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+    return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
 
 
 class HashEmbedder:

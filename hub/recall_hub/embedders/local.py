@@ -252,4 +252,4 @@ class LocalEmbedder:
         return _Loaded(tokenizer, session, feeds, output, token_level, pad_id)
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads}, max_tokens={self.max_tokens})"
+        return f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads})"

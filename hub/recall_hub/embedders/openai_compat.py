@@ -200,4 +200,6 @@ class OpenAIEmbedder:
         return row
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r}, dimensions={self.dimensions})"
+        return (
+            f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r}, dimensions={self.dimensions})"
+        )

@@ -1,0 +1,144 @@
+"""`recall`: run the embedded stack, the hub, the demo, the benchmark and the schema export."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .config import HubSettings
+from .stack import EmbeddedStack, StackError, default_data_dir
+
+log = logging.getLogger("recall")
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    from .server import running_hub
+
+    data_dir = Path(args.data_dir).expanduser()
+    stack = EmbeddedStack(data_dir, nats_port=args.nats_port, redis_port=args.redis_port)
+    try:
+        stack.start()
+    except StackError as exc:
+        print(f"recall up: {exc}", file=sys.stderr)
+        return 1
+    try:
+        settings = HubSettings(nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url)
+        stop = _stop_event()
+        async with running_hub(settings):
+            print(f"Nexus Recall is up (data in {data_dir})")
+            print(f"  NATS      {stack.nats_url}   (JetStream on)")
+            print(f"  FalkorDB  {stack.redis_url}  (redis-server 8 + FalkorDB, AOF on)")
+            print("  hub       serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
+            if args.demo:
+                print()
+                await run_demo(stack.nats_url)
+            print("\nCtrl-C stops everything.", flush=True)
+            await stop.wait()
+    finally:
+        stack.stop()
+        print("stopped.")
+    return 0
+
+
+async def _hub(args: argparse.Namespace) -> int:
+    from .server import serve_forever
+
+    overrides = {k: v for k, v in {
+        "nats_url": args.nats, "falkordb_url": args.falkordb, "redis_url": args.redis,
+        "graph_name": args.graph, "nats_creds": args.creds,
+    }.items() if v is not None}
+    settings = HubSettings(**overrides)  # type: ignore[arg-type]
+    await serve_forever(settings, _stop_event())
+    return 0
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    await run_demo(args.nats)
+    return 0
+
+
+async def _bench(args: argparse.Namespace) -> int:
+    from .bench import BenchConfig, render, run_bench
+
+    config = BenchConfig(beads=args.beads, samples=args.samples, concurrency=args.concurrency)
+    report = await run_bench(config)
+    print(render(report))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from recall_schemas.export import export
+
+    for path in export(Path(args.out)):
+        print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="recall", description="Nexus Recall: shared memory for AI agent groups")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start nats-server, redis+FalkorDB and the hub on this machine")
+    up.add_argument("--data-dir", default=str(default_data_dir()))
+    up.add_argument("--nats-port", type=int, default=4222)
+    up.add_argument("--redis-port", type=int, default=6379)
+    up.add_argument("--demo", action="store_true", help="run the demo once the stack is up")
+    up.set_defaults(run=_up)
+
+    hub = sub.add_parser("hub", help="run only the hub against external servers (or RECALL_* variables)")
+    hub.add_argument("--nats", help="NATS URL (RECALL_NATS_URL)")
+    hub.add_argument("--falkordb", help="FalkorDB URL (RECALL_FALKORDB_URL)")
+    hub.add_argument("--redis", help="Redis 8 URL (RECALL_REDIS_URL)")
+    hub.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
+    hub.add_argument("--creds", help="NATS credentials file (RECALL_NATS_CREDS)")
+    hub.set_defaults(run=_hub)
+
+    demo = sub.add_parser("demo", help="run the scripted demo against a running hub")
+    demo.add_argument("--nats", default="nats://127.0.0.1:4222")
+    demo.set_defaults(run=_demo)
+
+    bench = sub.add_parser("bench", help="latency and throughput through the bus, with the NATS floor")
+    bench.add_argument("--beads", type=int, default=10_000)
+    bench.add_argument("--samples", type=int, default=1000)
+    bench.add_argument("--concurrency", type=int, default=32)
+    bench.set_defaults(run=_bench)
+
+    exp = sub.add_parser("export-schemas", help="write JSON Schema and AsyncAPI files")
+    exp.add_argument("--out", default="schemas")
+    exp.set_defaults(run=_export, sync=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if getattr(args, "sync", False):
+        return int(args.run(args))
+    try:
+        return asyncio.run(args.run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

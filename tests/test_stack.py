@@ -1,0 +1,33 @@
+"""The embedded stack keeps its data across restarts and refuses a second stack on one data dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recall_client import RecallClient
+from recall_hub.config import HubSettings
+from recall_hub.server import running_hub
+from recall_hub.stack import EmbeddedStack, StackError
+
+
+async def _write_and_read(stack: EmbeddedStack, bead_id: str | None) -> str:
+    settings = HubSettings(nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url)
+    async with running_hub(settings), RecallClient("a_persist1", stack.nats_url) as client:
+        if bead_id is None:
+            return (await client.create_bead("survives restarts", "AOF keeps me", visibility="global")).bead_id
+        return (await client.get_bead(bead_id)).content
+
+
+async def test_a_second_up_on_the_same_data_dir_finds_every_bead(tmp_path: Path) -> None:
+    with EmbeddedStack(tmp_path) as first:
+        bead_id = await _write_and_read(first, None)
+    with EmbeddedStack(tmp_path) as second:
+        assert await _write_and_read(second, bead_id) == "AOF keeps me"
+    assert any((tmp_path / "redis").rglob("*.aof")), "persistence (AOF) must be on"
+
+
+def test_two_stacks_cannot_share_a_data_dir(tmp_path: Path) -> None:
+    with EmbeddedStack(tmp_path), pytest.raises(StackError, match="already running"):
+        EmbeddedStack(tmp_path).start()
