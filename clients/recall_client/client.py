@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel, ValidationError
-
 from recall_schemas import (
     AddMember,
     AddRelationship,

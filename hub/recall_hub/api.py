@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel
-
 from recall_schemas import OPERATIONS
 
 from . import beads, groups, listing, maintenance, relationships, search
@@ -20,6 +19,9 @@ HANDLERS: dict[str, Handler] = {
     "update_bead": beads.update_bead,
     "delete_bead": beads.delete_bead,
     "search_beads": search.search_beads,
+    "find_similar": search.find_similar,
+    "why": search.why,
+    "context": search.context,
     "get_by_session": listing.get_by_session,
     "get_by_group": listing.get_by_group,
     "get_by_tag": listing.get_by_tag,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from recall_schemas import (
@@ -21,10 +22,14 @@ from recall_schemas import (
 )
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
+from . import autolinks
 from .context import HubContext
+from .embedding_index import bead_text, embed_texts, index_beads, refresh_attributes, unindex
 from .records import bead_from_node, content_hash
 from .timeutil import now_ms
 from .visibility import MY_GROUPS, may_modify, visible
+
+log = logging.getLogger(__name__)
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:
@@ -85,10 +90,25 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         },
     )
     if rows:
-        return bead_from_node(rows[0][0])
+        node = rows[0][0]
+        if node.properties["bead_id"] == bead_id:  # new, not an idempotent replay
+            await _after_create(ctx, node.properties)
+        return bead_from_node(node)
     if req.group_id is not None and not await _is_member(ctx, caller, req.group_id):
         raise NotFound(f"group {req.group_id} not found")
     raise Forbidden(f"session {req.session_id} belongs to another identity")
+
+
+async def _after_create(ctx: HubContext, props: dict[str, Any]) -> None:
+    """Embed the new bead and add its automatic links. The bead is already stored: a failure
+    here is logged and repaired later, never reported as a failed create."""
+    try:
+        await autolinks.link_session_predecessor(ctx, props)
+        vectors = await embed_texts(ctx, [bead_text(props)])
+        if await index_beads(ctx, [props], vectors):
+            await autolinks.link_similar(ctx, props, vectors[0])
+    except Exception:  # the bead is stored; vectors are repaired on start-up or by `recall reindex`
+        log.exception("post-create work for %s incomplete", props["bead_id"])
 
 
 async def _is_member(ctx: HubContext, caller: str, group_id: str) -> bool:
@@ -156,6 +176,10 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
         if new_visibility == Visibility.GROUP.value and new_group is None and node.properties.get("group_id") is None:
             raise InvalidRequest("visibility 'group' needs a group_id")
         raise NotFound(f"group {new_group or node.properties.get('group_id')} not found")
+    if {"title", "content", "visibility", "group_id"} & changes.keys():
+        await index_beads(ctx, [node.properties])
+    else:
+        await refresh_attributes(ctx, node.properties)
     return bead_from_node(node)
 
 
@@ -163,12 +187,14 @@ async def delete_bead(ctx: HubContext, caller: str, req: DeleteBead) -> Deleted:
     rows = await ctx.graph.query(
         MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
         f"WITH b, {may_modify('b')} AS may "
+        "WITH b, may, b.bead_id AS bead_id, b.vec_scope AS vec_scope "
         "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | DETACH DELETE b) "
-        "RETURN may",
+        "RETURN may, bead_id, vec_scope",
         {"caller": caller, "bead_id": req.bead_id},
     )
     if not rows:
         raise NotFound(f"bead {req.bead_id} not found")
     if not rows[0][0]:
         raise Forbidden(f"only the creator (or the group's ops) may delete bead {req.bead_id}")
+    await unindex(ctx, {"bead_id": rows[0][1], "vec_scope": rows[0][2]})
     return Deleted(bead_id=req.bead_id, deleted=True)

@@ -11,9 +11,8 @@ from typing import Any
 
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
-from redis.asyncio import BlockingConnectionPool
-
 from recall_schemas import Unavailable
+from redis.asyncio import BlockingConnectionPool
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
-from falkordb import Node
 
 from recall_schemas import BeadFilters
 
@@ -15,13 +12,6 @@ from .visibility import MY_GROUPS, visible
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
-
-
-@dataclass(frozen=True)
-class Candidate:
-    node: Node
-    rank: int
-    score: float
 
 
 def fulltext_query(text: str) -> str | None:
@@ -35,7 +25,7 @@ def fulltext_query(text: str) -> str | None:
 
 async def keyword_candidates(
     ctx: HubContext, caller: str, text: str, filters: BeadFilters, limit: int
-) -> list[Candidate]:
+) -> list[tuple[str, float]]:
     """Visible beads matching ``text``, best first. Visibility and filters apply before the limit."""
     query = fulltext_query(text)
     if query is None:
@@ -44,7 +34,7 @@ async def keyword_candidates(
     rows = await ctx.graph.ro_query(
         MY_GROUPS + "CALL db.idx.fulltext.queryNodes('Bead', $q) YIELD node AS b, score "
         f"WITH b, score, my_groups WHERE {visible('b')}{clause} "
-        "RETURN b, score ORDER BY score DESC, b.created_at DESC LIMIT $limit",
+        "RETURN b.bead_id, score ORDER BY score DESC, b.created_at DESC LIMIT $limit",
         {"caller": caller, "q": query, "limit": limit, **params},
     )
-    return [Candidate(node=row[0], rank=i + 1, score=float(row[1])) for i, row in enumerate(rows)]
+    return [(row[0], float(row[1])) for row in rows]

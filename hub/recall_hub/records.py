@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from falkordb import Edge, Node
-
 from recall_schemas import MemoryBead, Relationship, RelationshipProperties, RelType
 
 from .timeutil import from_ms

@@ -1,26 +1,228 @@
-"""search_beads: ranked, explained, optionally token-budgeted."""
+"""Recall: hybrid search, find_similar, why() and token-budgeted context.
+
+Every path starts from beads the caller may see: keyword candidates are filtered by visibility in
+the graph query before their limit, vector candidates come only from the caller's own scopes, and
+every candidate is re-checked against the graph (visibility and filters) before it is returned.
+"""
 
 from __future__ import annotations
 
-from recall_schemas import RankSource, ScoreExplanation, SearchBeads, SearchHit, SearchResult
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from falkordb import Node
+from recall_schemas import (
+    BeadFilters,
+    ContextBlock,
+    Direction,
+    FindSimilar,
+    GetContext,
+    MemoryBead,
+    NotFound,
+    RankSource,
+    ScoreExplanation,
+    SearchBeads,
+    SearchHit,
+    SearchMode,
+    SearchResult,
+    Visibility,
+    Why,
+    WhyResult,
+)
 
 from .context import HubContext
+from .embedding_index import bead_text, embed_texts
+from .filters import filter_clause
 from .keyword import keyword_candidates
+from .ranking import prior, rrf
 from .records import bead_from_node
+from .relationships import expand
+from .timeutil import now_ms
+from .tokens import count_tokens
+from .vectors import caller_scopes, filter_expression
+from .visibility import MY_GROUPS, visible
+
+CANDIDATES = 100
+"""How deep each list (keyword, vector) is read before fusion."""
+
+
+async def my_groups(ctx: HubContext, caller: str) -> list[str]:
+    rows = await ctx.graph.ro_query(
+        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
+    )
+    return [row[0] for row in rows]
+
+
+async def _scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
+    groups = await my_groups(ctx, caller)
+    if filters.group_id is not None:
+        groups = [g for g in groups if g == filters.group_id]
+    scopes = caller_scopes(caller, groups)
+    if filters.visibility is not None:
+        prefix = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibility.GROUP: "group:"}
+        scopes = [s for s in scopes if s.startswith(prefix[filters.visibility])]
+    return scopes
+
+
+async def vector_candidates(
+    ctx: HubContext, caller: str, vector: Any, filters: BeadFilters, k: int
+) -> list[tuple[str, float]]:
+    scopes = await _scopes(ctx, caller, filters)
+    hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters))
+    return [(h.bead_id, h.similarity) for h in hits]
+
+
+@dataclass
+class Hydrated:
+    node: Node
+    superseded: bool
+
+
+async def hydrate(ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Hydrated]:
+    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them."""
+    if not ids:
+        return {}
+    clause, params = filter_clause("b", filters)
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
+        "RETURN b, count(newer) > 0",
+        {"caller": caller, "ids": list(ids), **params},
+    )
+    return {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1])) for row in rows}
+
+
+async def rank(
+    ctx: HubContext,
+    caller: str,
+    query: str,
+    filters: BeadFilters,
+    limit: int,
+    mode: SearchMode = SearchMode.HYBRID,
+    use_priors: bool = True,
+) -> list[SearchHit]:
+    lists: dict[str, list[tuple[str, float]]] = {}
+    depth = max(CANDIDATES, limit)
+    if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
+        lists["keyword"] = await keyword_candidates(ctx, caller, query, filters, depth)
+    if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
+        vector = (await embed_texts(ctx, [query]))[0]
+        lists["vector"] = await vector_candidates(ctx, caller, vector, filters, depth)
+    fused = rrf(lists)
+    beads = await hydrate(ctx, caller, list(fused), filters)
+    now = now_ms()
+    hits: list[SearchHit] = []
+    for bead_id, entry in fused.items():
+        found = beads.get(bead_id)
+        if found is None:
+            continue
+        multiplier, notes = prior(found.node.properties, found.superseded, now) if use_priors else (1.0, [])
+        hits.append(
+            SearchHit(
+                bead=bead_from_node(found.node),
+                score=entry.relevance * multiplier,
+                explanation=ScoreExplanation(
+                    sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
+                    relevance=entry.relevance,
+                    prior=multiplier,
+                    notes=notes,
+                ),
+            )
+        )
+    hits.sort(key=lambda h: (-h.score, h.bead.bead_id))
+    return hits[:limit]
+
+
+def source_of(bead: MemoryBead) -> str:
+    """Beads cut from one item (a document, a diff) share ``metadata.source``; others stand alone."""
+    source = bead.metadata.get("source")
+    return str(source) if source else bead.bead_id
+
+
+def render(bead: MemoryBead) -> str:
+    day = bead.created_at.date().isoformat()
+    header = (
+        f"[{bead.bead_type.value} | {bead.provenance.value} | importance {bead.importance} | {day} | "
+        f"by {bead.created_by} | {bead.bead_id}]"
+    )
+    body = bead.content if bead.content and bead.content != bead.title else ""
+    return f"{header} {bead.title}" + (f"\n{body}" if body else "")
+
+
+def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) -> tuple[list[SearchHit], int]:
+    """The best hits whose rendered beads fit ``max_tokens``, at most ``max_per_source`` per source.
+
+    Greedy in rank order: a hit that does not fit is skipped and smaller ones after it may still fit.
+    Returns the kept hits and how many were dropped.
+    """
+    kept: list[SearchHit] = []
+    used = 0
+    per_source: dict[str, int] = {}
+    for hit in hits:
+        source = source_of(hit.bead)
+        cost = count_tokens(render(hit.bead)) + 1
+        if per_source.get(source, 0) >= max_per_source or used + cost > max_tokens:
+            continue
+        kept.append(hit)
+        used += cost
+        per_source[source] = per_source.get(source, 0) + 1
+    return kept, len(hits) - len(kept)
 
 
 async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> SearchResult:
-    candidates = await keyword_candidates(ctx, caller, req.query, req.filters, req.limit)
+    hits = await rank(ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors)
+    if req.max_tokens is None:
+        return SearchResult(hits=hits)
+    kept, _ = pack(hits, req.max_tokens, max_per_source=req.limit)
+    return SearchResult(hits=kept, tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept))
+
+
+async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
+    hits = await rank(ctx, caller, req.query, req.filters, 100)
+    kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
+    text = "\n\n".join(render(h.bead) for h in kept)
+    return ContextBlock(
+        text=text,
+        bead_ids=[h.bead.bead_id for h in kept],
+        tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept),
+        max_tokens=req.max_tokens,
+        dropped=dropped,
+    )
+
+
+async def find_similar(ctx: HubContext, caller: str, req: FindSimilar) -> SearchResult:
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b",
+        {"caller": caller, "bead_id": req.bead_id},
+    )
+    if not rows:
+        raise NotFound(f"bead {req.bead_id} not found")
+    props: Mapping[str, Any] = rows[0][0].properties
+    vector = None
+    if props.get("vec_scope") and props.get("vec_model") == ctx.vectors.model_id:
+        vector = await ctx.vectors.vector(req.bead_id, props["vec_scope"])
+    if vector is None:
+        vector = (await embed_texts(ctx, [bead_text(props)]))[0]
+    candidates = await vector_candidates(ctx, caller, vector, BeadFilters(), req.limit + 1)
+    candidates = [(b, s) for b, s in candidates if b != req.bead_id and s >= req.threshold][: req.limit]
+    beads = await hydrate(ctx, caller, [b for b, _ in candidates], BeadFilters())
     hits = [
         SearchHit(
-            bead=bead_from_node(c.node),
-            score=c.score,
+            bead=bead_from_node(beads[b].node),
+            score=s,
             explanation=ScoreExplanation(
-                sources=[RankSource(list="keyword", rank=c.rank, raw_score=c.score)],
-                relevance=c.score,
-                prior=1.0,
+                sources=[RankSource(list="vector", rank=i + 1, raw_score=s)], relevance=s, prior=1.0
             ),
         )
-        for c in candidates
+        for i, (b, s) in enumerate(candidates)
+        if b in beads
     ]
     return SearchResult(hits=hits)
+
+
+async def why(ctx: HubContext, caller: str, req: Why) -> WhyResult:
+    seeds = await rank(ctx, caller, req.query, req.filters, req.seeds)
+    seed_ids = [h.bead.bead_id for h in seeds]
+    graph = await expand(ctx, caller, seed_ids, req.hops, req.rel_types, Direction.BOTH, req.limit)
+    return WhyResult(seeds=seed_ids, graph=graph)

@@ -155,7 +155,7 @@ class EmbeddedStack:
         return self
 
     def _take_lock(self) -> None:
-        lock = open(self.data_dir / "stack.lock", "w")  # noqa: SIM115 - held for the stack's lifetime
+        lock = open(self.data_dir / "stack.lock", "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -166,7 +166,7 @@ class EmbeddedStack:
         self._lock = lock
 
     def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-        logfile = open(self.data_dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
+        logfile = open(self.data_dir / "logs" / f"{name}.log", "ab")
         self._logs.append(logfile)
         proc = subprocess.Popen(
             cmd, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

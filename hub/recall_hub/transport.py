@@ -17,7 +17,6 @@ from nats.micro import ServiceConfig, add_service
 from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service
 from pydantic import ValidationError
-
 from recall_schemas import (
     OPERATIONS,
     ErrorReply,
@@ -121,7 +120,7 @@ class HubService:
             except RecallError as exc:
                 await _respond_error(request, exc)
                 return
-            except Exception as exc:
+            except Exception:
                 ref = uuid.uuid4().hex[:12]
                 log.exception("internal error %s in %s", ref, op)
                 await _respond_error(request, InternalError(f"internal error (ref {ref})", {"ref": ref}))

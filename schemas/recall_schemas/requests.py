@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
 from .ids import AiId, BeadId, GroupId, SessionId
 from .models import (
+    Content,
     Group,
     Importance,
     MemoryBead,
@@ -23,7 +24,6 @@ from .models import (
     Subgraph,
     Tag,
     Title,
-    Content,
     WireModel,
 )
 
@@ -124,6 +124,9 @@ class SearchBeads(WireModel):
     max_tokens: Annotated[int, Field(ge=1, le=200_000)] | None = Field(
         default=None, description="Return only the best hits whose beads fit this many tokens"
     )
+    use_priors: bool = Field(
+        default=True, description="Weigh importance, recency, provenance and status (bounded; see docs)"
+    )
 
 
 class RankSource(WireModel):
@@ -210,11 +213,23 @@ class TraverseGraph(WireModel):
 class DeduplicateBeads(WireModel):
     bead_id: BeadId | None = Field(default=None, description="Only the cluster of this bead")
     group_id: GroupId | None = Field(default=None, description="Only beads of this group")
+    similarity_threshold: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=None, description="Also cluster near-duplicates whose cosine similarity reaches this (e.g. 0.95)"
+    )
+    merge: bool = Field(
+        default=False,
+        description="Keep the oldest bead of each cluster, archive the rest (superseded by it) and record "
+        "every author on the keeper (corroborated_by)",
+    )
 
 
 class DuplicateCluster(WireModel):
-    content_hash: str
+    content_hash: str = Field(description="Content hash of the oldest bead")
     bead_ids: list[BeadId] = Field(description="Oldest first")
+    kind: Literal["exact", "near"] = "exact"
+    min_similarity: float | None = Field(default=None, description="Lowest cosine inside a near cluster")
+    authors: list[AiId] = Field(default_factory=list, description="Every identity who wrote one of them")
+    merged_into: BeadId | None = Field(default=None, description="Set when merge=true merged this cluster")
 
 
 class DuplicateReport(WireModel):
@@ -232,6 +247,48 @@ class DecayOldMemories(WireModel):
 
 class DecayReport(WireModel):
     archived: list[BeadId]
+
+
+# --- semantic recall ------------------------------------------------------------------------------
+
+
+class FindSimilar(WireModel):
+    bead_id: BeadId
+    threshold: Annotated[float, Field(ge=-1, le=1)] = 0.7
+    limit: Limit = 10
+
+
+class Why(WireModel):
+    """A semantic seed, then a walk along typed edges: the context a similarity search is blind to."""
+
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    hops: Annotated[int, Field(ge=0, le=4)] = 2
+    rel_types: list[RelType] = Field(default_factory=list, description="Empty: every type")
+    seeds: Annotated[int, Field(ge=1, le=20)] = 3
+    limit: Limit = 50
+    filters: BeadFilters = Field(default_factory=BeadFilters)
+
+
+class WhyResult(WireModel):
+    seeds: list[BeadId]
+    graph: Subgraph
+
+
+class GetContext(WireModel):
+    """The best visible memory for ``query`` that fits ``max_tokens``, as one rendered block."""
+
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    max_tokens: Annotated[int, Field(ge=16, le=200_000)] = 1000
+    filters: BeadFilters = Field(default_factory=BeadFilters)
+    max_per_source: Annotated[int, Field(ge=1, le=50)] = 2
+
+
+class ContextBlock(WireModel):
+    text: str
+    bead_ids: list[BeadId]
+    tokens: int
+    max_tokens: int
+    dropped: int = Field(description="Relevant beads left out for the budget or the per-source cap")
 
 
 # --- groups ------------------------------------------------------------------------------------
@@ -272,6 +329,7 @@ __all__ = [
     "BeadList",
     "BeadUpdates",
     "Content",
+    "ContextBlock",
     "CreateBead",
     "CreateGroup",
     "DecayOldMemories",
@@ -281,10 +339,12 @@ __all__ = [
     "Deleted",
     "DuplicateCluster",
     "DuplicateReport",
+    "FindSimilar",
     "GetBead",
     "GetByGroup",
     "GetBySession",
     "GetByTag",
+    "GetContext",
     "GetRecent",
     "GetRelationships",
     "Group",
@@ -305,4 +365,6 @@ __all__ = [
     "Subgraph",
     "TraverseGraph",
     "UpdateBead",
+    "Why",
+    "WhyResult",
 ]

@@ -1,0 +1,1067 @@
+"""`recall bench`: latency and throughput of the hub through the bus, beside the physical floor.
+
+One run builds a realistic synthetic memory (identities, groups, sessions, beads and edges), ingests
+it through the client library with ``concurrency`` requests in flight, then times each operation one
+request at a time and, in the same run, a bare NATS request/reply of the same size through the same
+nats-server (the floor). Results are ratios to that floor as well as absolute times.
+
+The operations timed are the entries of :data:`LATENCY_OPS` (and :data:`FLOORS`): a name and a
+coroutine factory that, given the :class:`Workload`, returns the coroutine function timed per sample.
+Adding an operation (hybrid search, find_similar, why, ...) means adding one entry.
+
+>>> report = asyncio.run(run_bench(BenchConfig(beads=1000)))
+>>> print(render(report))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import itertools
+import logging
+import math
+import os
+import platform
+import secrets
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from recall_client import RecallClient
+from recall_schemas.subjects import inbox_prefix, request_subject
+
+from .config import HubSettings
+from .server import running_hub
+from .stack import EmbeddedStack
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str], None]
+SampleFn = Callable[[int], Awaitable[int]]
+"""One timed call for sample ``i``; returns the size of its result (hits, nodes, ...)."""
+Factory = Callable[["Workload"], Awaitable[SampleFn]]
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@dataclass
+class BenchConfig:
+    beads: int = 10_000
+    samples: int = 1000
+    """Timed samples per operation."""
+    concurrency: int = 32
+    """Requests in flight during ingest."""
+    nats_url: str | None = None
+    falkordb_url: str | None = None
+    redis_url: str | None = None
+    """All three None: start an embedded stack in a temporary directory (or ``data_dir``)."""
+    data_dir: Path | None = None
+    """Where the embedded stack keeps its data; None: a temporary directory removed at the end."""
+    seed: int = 7
+    in_process_hub: bool = True
+    """Serve the hub inside this process; False: a hub must already serve ``nats_url``."""
+    graph_name: str | None = None
+    """None: a fresh ``bench_<hex>`` graph (deleted at the end when the FalkorDB is external)."""
+    warmup: int = 20
+    """Untimed calls per operation before sampling."""
+    rounds: int = 5
+    """Samples are taken in this many interleaved rounds, so drift affects every operation alike."""
+    related_per_bead: float = 2.0
+    """Random RELATED_TO edges per bead, beside the FOLLOWS_FROM chains of sessions."""
+    timeout: float = 30.0
+    """Per-request timeout of the bench client (no retries: a failure is counted, not hidden)."""
+
+    def command(self) -> str:
+        parts = ["recall bench", f"--beads {self.beads}"]
+        defaults = BenchConfig()
+        for name in ("samples", "concurrency", "seed"):
+            value = getattr(self, name)
+            if value != getattr(defaults, name):
+                parts.append(f"--{name} {value}")
+        return " ".join(parts)
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+@dataclass
+class MachineInfo:
+    cores: int
+    cpu_model: str
+    memory_gb: float
+    os: str
+    python: str
+    nats_server: str
+    redis: str
+    falkordb: str
+    libraries: dict[str, str]
+
+
+@dataclass
+class DatasetSummary:
+    identities: int
+    groups: int
+    sessions: int
+    beads: int
+    follows_from: int
+    related_to: int
+    visibility: dict[str, int]
+    bead_bytes: tuple[int, int, int]
+    """(min, median, max) bytes of title + content."""
+    vocabulary: int
+    caller: str
+    caller_visible: int
+    query_matches: tuple[int, int]
+    """(median, p90) beads of the whole store matching a search query (any of its words)."""
+
+
+@dataclass
+class OpResult:
+    name: str
+    op: str
+    description: str
+    samples_ms: list[float] = field(repr=False)
+    errors: int = 0
+    request_bytes: int = 0
+    reply_bytes: int = 0
+    result_size: float = 0.0
+    result_unit: str = ""
+    target_ms: float | None = None
+    graph_ms: list[float] = field(default_factory=list, repr=False)
+    """Per sample: time the hub spent in FalkorDB calls (round trip + result parsing)."""
+    falkordb_ms: list[float] = field(default_factory=list, repr=False)
+    """Per sample: FalkorDB's own reported execution time, summed over the request's queries."""
+    graph_queries: float = 0.0
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_ms)
+
+    def p(self, q: float) -> float:
+        return percentile(self.samples_ms, q)
+
+
+@dataclass
+class Throughput:
+    name: str
+    count: int
+    seconds: float
+    errors: int
+    latencies_ms: list[float] = field(repr=False)
+
+    @property
+    def per_second(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else math.nan
+
+
+@dataclass
+class BenchReport:
+    config: BenchConfig
+    machine: MachineInfo
+    dataset: DatasetSummary
+    setup: str
+    started_at: datetime
+    duration_s: float
+    ingest: list[Throughput]
+    floor: OpResult
+    ops: list[OpResult]
+    command: str
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100), linear between closest ranks; NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _median_int(values: Sequence[int]) -> int:
+    return round(percentile([float(v) for v in values], 50)) if values else 0
+
+
+# --- synthetic data --------------------------------------------------------------------------
+
+_REAL_WORDS = """
+adapter agent alert allocation anchor api archive artifact audit backlog backoff bandwidth baseline
+batch benchmark billing binary blocker bootstrap branch broker budget buffer bundle cache callback
+canary capacity catalog certificate changelog checkpoint checksum client cluster cohort commit
+compaction compiler config connector consensus consumer container contract coverage cursor customer
+dashboard database dataset deadline deadlock debug decision dependency deploy descriptor diagnosis
+digest directory dispatch docker domain downtime draft driver embedding encoder endpoint engine
+environment error estimate event eviction experiment exporter failover feature fixture flag forecast
+fragment framework gateway gradient graph handler handoff hash header heartbeat histogram hotfix
+identity incident index inference ingest inventory invoice journal kernel keyspace label latency
+layout lease ledger library limit linter listener loader lockfile logger mailbox manifest mapping
+metric migration milestone mirror model module monitor mutex namespace network notebook offset
+onboarding operator optimizer outage package pagination parser partition patch payload pipeline
+planner plugin policy pool postmortem priority probe profile protocol provider proxy query queue
+quota ranking ratio receipt recovery refactor region registry regression release replica report
+request resolver retry review rollback rollout router runbook runtime sampler scheduler schema
+scope script secret segment selector sensor serializer server session shard signal snapshot socket
+specification spike sprint staging storage stream subnet summary supplier switch sync tenant
+terraform thread threshold throttle ticket timeout token topology tracer transaction transport
+trigger tuning upgrade upload usage validator vector vendor version volume warehouse webhook
+window worker workflow workspace
+""".split()
+
+_ONSETS = "b c d f g h k l m n p r s t v z br cr dr fl gr pl st tr sk".split()
+_VOWELS = "a e i o u ai ou ea".split()
+_CODAS = ["", "", "n", "r", "s", "l", "k", "m"]
+_TAGS = """
+db infra api auth perf bug deploy ci docs ui ml search cache net security billing onboarding release
+incident design storage queue mobile web data eval cost compliance oncall backend frontend
+area:core area:edge area:ops team:alpha team:beta team:gamma prio:high prio:low status:open
+""".split()
+_BEAD_TYPES = "fact decision observation finding todo handoff summary note question event".split()
+_TYPE_WEIGHTS = [25, 12, 20, 12, 8, 3, 5, 10, 3, 2]
+_SOURCES = ["chat", "tool", "git", "doc", "shell"]
+
+VOCABULARY_SIZE = 6000
+ZIPF_S = 1.0
+ZIPF_Q = 30.0
+"""Word ranks follow a Zipf-Mandelbrot law p(r) ~ (r + q)^-s: the commonest words are in roughly a
+third of the beads (like content words after stop-word removal), a median one in under 1%."""
+
+
+def _vocabulary(rng: Random) -> list[str]:
+    words = set(_REAL_WORDS)
+    out = list(_REAL_WORDS)
+    while len(out) < VOCABULARY_SIZE:
+        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 2, 3))))
+        word += rng.choice(_CODAS)
+        if word not in words:
+            words.add(word)
+            out.append(word)
+    rng.shuffle(out)  # rank order: real and made-up words mixed at every frequency
+    return out
+
+
+@dataclass(frozen=True)
+class BeadPlan:
+    creator: str
+    title: str
+    content: str
+    bead_type: str
+    importance: int
+    tags: tuple[str, ...]
+    session_id: str | None
+    group_id: str | None
+    visibility: str
+    source: str
+    words: frozenset[int] = field(repr=False)
+
+    def fields(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`RecallClient.create_bead` after title and content."""
+        out: dict[str, Any] = {
+            "bead_type": self.bead_type,
+            "importance": self.importance,
+            "tags": list(self.tags),
+            "visibility": self.visibility,
+            "metadata": {"source": self.source},
+        }
+        if self.session_id is not None:
+            out["session_id"] = self.session_id
+        if self.group_id is not None:
+            out["group_id"] = self.group_id
+        return out
+
+
+@dataclass
+class Dataset:
+    ops: list[str]
+    agents: list[str]
+    groups: dict[str, tuple[str, list[str]]]
+    """group_id -> (its ops, its agents)."""
+    sessions: dict[str, tuple[str, str | None]]
+    """session_id -> (owner, group_id or None)."""
+    beads: list[BeadPlan]
+    follows_from: list[tuple[int, int]]
+    """(later, earlier) bead indexes within a session."""
+    related_to: list[tuple[int, int]]
+    vocabulary: list[str]
+    cum_weights: list[float]
+
+    @property
+    def identities(self) -> list[str]:
+        return self.ops + self.agents
+
+    def members(self, group_id: str) -> set[str]:
+        ops, agents = self.groups[group_id]
+        return {ops, *agents}
+
+    def groups_of(self, ai_id: str) -> list[str]:
+        return [g for g in self.groups if ai_id in self.members(g)]
+
+    def visible_to(self, ai_id: str) -> list[int]:
+        mine = set(self.groups_of(ai_id))
+        return [
+            i
+            for i, b in enumerate(self.beads)
+            if b.visibility == "global"
+            or (b.visibility == "private" and b.creator == ai_id)
+            or (b.visibility == "group" and b.group_id in mine)
+        ]
+
+    def draw_words(self, rng: Random, k: int) -> list[int]:
+        return rng.choices(range(len(self.vocabulary)), cum_weights=self.cum_weights, k=k)
+
+    def text(self, words: Sequence[int]) -> str:
+        return " ".join(self.vocabulary[w] for w in words)
+
+    def plan_bead(self, rng: Random, creator: str, session_id: str | None, group_id: str | None) -> BeadPlan:
+        title_words = self.draw_words(rng, rng.randint(3, 8))
+        sentences: list[str] = []
+        content_words: list[int] = []
+        budget = rng.randint(22, 62)
+        while budget > 0:
+            n = min(budget, rng.randint(6, 14))
+            words = self.draw_words(rng, n)
+            content_words += words
+            sentence = self.text(words)
+            sentences.append(sentence[:1].upper() + sentence[1:] + ".")
+            budget -= n
+        title = self.text(title_words)
+        if group_id is not None:
+            visibility = rng.choices(["group", "private", "global"], weights=[65, 15, 20])[0]
+        else:
+            visibility = rng.choices(["private", "global"], weights=[70, 30])[0]
+        return BeadPlan(
+            creator=creator,
+            title=title[:1].upper() + title[1:],
+            content=" ".join(sentences),
+            bead_type=rng.choices(_BEAD_TYPES, weights=_TYPE_WEIGHTS)[0],
+            importance=min(10, max(0, round(rng.triangular(0, 10, 5)))),
+            tags=tuple(dict.fromkeys(rng.choices(_TAGS, k=rng.randint(0, 4)))),
+            session_id=session_id,
+            group_id=group_id,
+            visibility=visibility,
+            source=rng.choice(_SOURCES),
+            words=frozenset(title_words + content_words),
+        )
+
+
+def build_dataset(beads: int, seed: int, tag: str, related_per_bead: float = 2.0) -> Dataset:
+    """A deterministic (for a seed) memory of ``beads`` beads; ``tag`` makes the ids unique per run."""
+    rng = Random(seed)
+    vocabulary = _vocabulary(rng)
+    cum_weights = list(itertools.accumulate((r + ZIPF_Q) ** -ZIPF_S for r in range(1, len(vocabulary) + 1)))
+    ops = [f"o_bench{tag}{i:02d}" for i in range(2)]
+    agents = [f"a_bench{tag}{i:02d}" for i in range(10)]
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for k in range(4):
+        members = rng.sample(agents[1:], 4)
+        if k in (0, 3):
+            members.append(agents[0])  # the latency caller is in two of the four groups
+        groups[f"g_bench{tag}{k:02d}"] = (ops[k % 2], sorted(members))
+    data = Dataset(ops, agents, groups, {}, [], [], [], vocabulary, cum_weights)
+    identities = data.identities
+    while len(data.beads) < beads:
+        owner = rng.choice(identities)
+        if rng.random() < 0.05:  # a bead outside any session
+            data.beads.append(data.plan_bead(rng, owner, None, None))
+            continue
+        session_id = f"s_bench{tag}{len(data.sessions):05d}"
+        options: list[str | None] = [*data.groups_of(owner), None]
+        group_id = rng.choice(options)
+        data.sessions[session_id] = (owner, group_id)
+        previous: int | None = None
+        for _ in range(min(rng.randint(10, 70), beads - len(data.beads))):
+            data.beads.append(data.plan_bead(rng, owner, session_id, group_id))
+            index = len(data.beads) - 1
+            if previous is not None:
+                data.follows_from.append((index, previous))
+            previous = index
+    # RELATED_TO: from a bead to one its creator can see, mostly within the same group (locality).
+    pools = {ai: data.visible_to(ai) for ai in identities}
+    by_group: dict[str, list[int]] = {g: [] for g in data.groups}
+    for i, b in enumerate(data.beads):
+        if b.group_id is not None:
+            by_group[b.group_id].append(i)
+    seen: set[tuple[int, int]] = set()
+    target = round(related_per_bead * len(data.beads))
+    attempts = 0
+    while len(data.related_to) < target and attempts < target * 4:
+        attempts += 1
+        i = rng.randrange(len(data.beads))
+        source = data.beads[i]
+        local = by_group.get(source.group_id or "", [])
+        candidates = local if local and rng.random() < 0.6 else pools[source.creator]
+        j = rng.choice(candidates)
+        target_bead = data.beads[j]
+        if j == i or (i, j) in seen or (j, i) in seen:
+            continue
+        if candidates is local and not _sees(data, source.creator, target_bead):
+            continue
+        seen.add((i, j))
+        data.related_to.append((i, j))
+    return data
+
+
+def _sees(data: Dataset, ai_id: str, bead: BeadPlan) -> bool:
+    if bead.visibility == "global":
+        return True
+    if bead.visibility == "private":
+        return bead.creator == ai_id
+    return bead.group_id is not None and ai_id in data.members(bead.group_id)
+
+
+# --- instrumentation -------------------------------------------------------------------------
+
+
+class SizeTap:
+    """Wraps a connection's ``request`` to record the byte size of the last request and reply."""
+
+    def __init__(self, nc: NATS) -> None:
+        self.last_request = 0
+        self.last_reply = 0
+        original = nc.request
+
+        async def request(
+            subject: str,
+            payload: bytes = b"",
+            timeout: float = 0.5,
+            old_style: bool = False,
+            headers: dict[str, Any] | None = None,
+        ) -> Msg:
+            self.last_request = len(payload)
+            msg = await original(subject, payload, timeout=timeout, old_style=old_style, headers=headers)
+            self.last_reply = len(msg.data)
+            return msg
+
+        nc.request = request  # type: ignore[method-assign]
+
+
+class GraphProbe:
+    """Times the in-process hub's FalkorDB calls (instance wrappers; the hub's code is unchanged)."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.queries = 0
+        self.total_ns = 0
+        self.server_ms = 0.0
+        self._orig_query = graph._query
+        orig = self._orig_query
+
+        async def _query(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter_ns()
+            result = await orig(*args, **kwargs)
+            self.total_ns += time.perf_counter_ns() - t0
+            self.queries += 1
+            with contextlib.suppress(Exception):
+                self.server_ms += float(result.run_time_ms)
+            return result
+
+        graph._query = _query
+
+    def reset(self) -> None:
+        self.queries = 0
+        self.total_ns = 0
+        self.server_ms = 0.0
+
+    def detach(self) -> None:
+        with contextlib.suppress(AttributeError):
+            del self.graph._query  # the class method shows through again
+
+
+# --- the workload ----------------------------------------------------------------------------
+
+
+@dataclass
+class Workload:
+    """Everything an operation factory may use."""
+
+    config: BenchConfig
+    data: Dataset
+    rng: Random
+    clients: dict[str, RecallClient]
+    caller: str
+    tap: SizeTap
+    bead_ids: dict[int, str]
+    """Plan index -> bead id, for the beads ingested."""
+    visible: list[str]
+    """Bead ids the caller may see."""
+    queries: list[str]
+    nats_url: str
+    cleanup: contextlib.AsyncExitStack
+    get_sizes: tuple[int, int] = (0, 0)
+
+    @property
+    def client(self) -> RecallClient:
+        return self.clients[self.caller]
+
+
+@dataclass(frozen=True)
+class LatencyOp:
+    name: str
+    op: str
+    description: str
+    make: Factory
+    target_ms: float | None = None
+    unit: str = ""
+
+
+async def _make_create(w: Workload) -> SampleFn:
+    mine: list[str | None] = [s for s, (owner, _) in w.data.sessions.items() if owner == w.caller] or [None]
+    rng = Random(w.config.seed + 1)
+
+    async def create(i: int) -> int:
+        session = rng.choice(mine)
+        group = w.data.sessions[session][1] if session is not None else None
+        plan = w.data.plan_bead(rng, w.caller, session, group)
+        await w.client.create_bead(plan.title, plan.content, **plan.fields())
+        return 1
+
+    return create
+
+
+async def _make_get(w: Workload) -> SampleFn:
+    rng = Random(w.config.seed + 2)
+
+    async def get(i: int) -> int:
+        await w.client.get_bead(rng.choice(w.visible))
+        return 1
+
+    return get
+
+
+async def _make_search_keyword(w: Workload) -> SampleFn:
+    async def search(i: int) -> int:
+        result = await w.client.search_beads(w.queries[i % len(w.queries)], limit=20, mode="keyword")
+        return len(result.hits)
+
+    return search
+
+
+async def _make_traverse(w: Workload) -> SampleFn:
+    rng = Random(w.config.seed + 3)
+
+    async def traverse(i: int) -> int:
+        graph = await w.client.traverse_graph(rng.choice(w.visible), max_depth=3, limit=200)
+        return len(graph.nodes)
+
+    return traverse
+
+
+async def _make_nats_floor(w: Workload) -> SampleFn:
+    """A plain nats-py echo responder (no micro) on its own connection, like the hub's; the request
+    goes over the caller's own connection, with the median size of a real get_bead request and reply."""
+    request_size, reply_size = w.get_sizes
+    responder = await nats.connect(w.nats_url, name="recall-bench-floor")
+    w.cleanup.push_async_callback(responder.drain)
+    body = b"x" * reply_size
+    subject = request_subject(w.caller, "bench_floor")
+
+    async def echo(msg: Msg) -> None:
+        await msg.respond(body)
+
+    await responder.subscribe(subject, cb=echo)
+    await responder.flush()
+    payload = b"x" * request_size
+    nc = w.client.nc
+
+    async def floor(i: int) -> int:
+        await nc.request(subject, payload, timeout=w.config.timeout)
+        return 1
+
+    return floor
+
+
+FLOORS: list[LatencyOp] = [
+    LatencyOp(
+        "floor: NATS echo",
+        "-",
+        "bare request/reply through the same nats-server, get-sized payloads",
+        _make_nats_floor,
+    ),
+]
+"""The first entry is the reference of every ratio."""
+
+LATENCY_OPS: list[LatencyOp] = [
+    LatencyOp("create", "create_bead", "a new bead in one of the caller's sessions", _make_create, 100.0),
+    LatencyOp("get", "get_bead", "a random bead the caller may see", _make_get, 10.0),
+    LatencyOp(
+        "search keyword",
+        "search_beads",
+        "1-3 vocabulary words, mode keyword, limit 20",
+        _make_search_keyword,
+        500.0,
+        "hits",
+    ),
+    LatencyOp(
+        "traverse depth 3",
+        "traverse_graph",
+        "from a random visible bead, both directions, limit 200",
+        _make_traverse,
+        200.0,
+        "nodes",
+    ),
+]
+"""Timed one request at a time. Later: hybrid search, find_similar, why, at 10k and 100k."""
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+async def _connect(url: str, ai_id: str) -> NATS:
+    return await nats.connect(
+        url, name=f"recall-bench:{ai_id}", inbox_prefix=inbox_prefix(ai_id).encode(), max_reconnect_attempts=3
+    )
+
+
+async def _pool(
+    count: int,
+    concurrency: int,
+    call: Callable[[int], Awaitable[None]],
+    progress: ProgressFn | None,
+    label: str,
+) -> Throughput:
+    """Run ``call(0..count-1)`` with ``concurrency`` in flight; the per-request latencies too."""
+    indexes = iter(range(count))
+    latencies: list[float] = []
+    errors = 0
+    done = 0
+    step = max(1, count // 10)
+
+    async def worker() -> None:
+        nonlocal errors, done
+        for i in indexes:
+            t0 = time.perf_counter_ns()
+            try:
+                await call(i)
+            except Exception as exc:
+                errors += 1
+                if errors <= 5:
+                    log.warning("%s #%d failed: %s: %s", label, i, type(exc).__name__, exc)
+                continue
+            latencies.append((time.perf_counter_ns() - t0) / 1e6)
+            done += 1
+            if progress is not None and done % step == 0:
+                progress(f"{label}: {done}/{count}")
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, count)))))
+    seconds = time.perf_counter() - start
+    return Throughput(label, count - errors, seconds, errors, latencies)
+
+
+async def _ingest(
+    w: Workload, progress: ProgressFn | None
+) -> list[Throughput]:
+    data, config = w.data, w.config
+    for group_id, (ops, agents) in data.groups.items():
+        await w.clients[ops].create_group(f"bench group {group_id}", group_id=group_id)
+        for agent in agents:
+            await w.clients[ops].add_member(group_id, agent)
+    order = list(range(len(data.beads)))
+    Random(config.seed + 4).shuffle(order)  # agents write at once, not one session after another
+
+    async def create(k: int) -> None:
+        i = order[k]
+        plan = data.beads[i]
+        bead = await w.clients[plan.creator].create_bead(plan.title, plan.content, **plan.fields())
+        w.bead_ids[i] = bead.bead_id
+
+    beads = await _pool(len(order), config.concurrency, create, progress, "ingest beads")
+    edges = [(a, b, "FOLLOWS_FROM") for a, b in data.follows_from]
+    edges += [(a, b, "RELATED_TO") for a, b in data.related_to]
+    Random(config.seed + 5).shuffle(edges)
+    edges = [e for e in edges if e[0] in w.bead_ids and e[1] in w.bead_ids]
+
+    async def link(k: int) -> None:
+        a, b, rel = edges[k]
+        props: dict[str, Any] = {"strength": 0.5} if rel == "RELATED_TO" else {}
+        await w.clients[data.beads[a].creator].add_relationship(w.bead_ids[a], w.bead_ids[b], rel, **props)
+
+    links = await _pool(len(edges), config.concurrency, link, progress, "ingest edges")
+    beads.name, links.name = "beads (create_bead)", "edges (add_relationship)"
+    return [beads, links]
+
+
+async def _measure(
+    w: Workload, specs: list[LatencyOp], probe: GraphProbe | None, progress: ProgressFn | None
+) -> list[OpResult]:
+    config = w.config
+    results = [
+        OpResult(s.name, s.op, s.description, [], target_ms=s.target_ms, result_unit=s.unit) for s in specs
+    ]
+    fns = [await s.make(w) for s in specs]
+    sizes: list[list[tuple[int, int, int]]] = [[] for _ in specs]
+    for fn, spec in zip(fns, specs, strict=True):
+        for i in range(config.warmup):
+            try:
+                await fn(-1 - i)
+            except Exception as exc:
+                log.warning("%s warm-up failed: %s: %s", spec.name, type(exc).__name__, exc)
+    rounds = max(1, min(config.rounds, config.samples))
+    counter = [0] * len(specs)
+    for r in range(rounds):
+        share = config.samples // rounds + (1 if r < config.samples % rounds else 0)
+        for k, (fn, spec) in enumerate(zip(fns, specs, strict=True)):
+            res = results[k]
+            for _ in range(share):
+                i = counter[k]
+                counter[k] += 1
+                if probe is not None:
+                    probe.reset()
+                t0 = time.perf_counter_ns()
+                try:
+                    size = await fn(i)
+                except Exception as exc:
+                    res.errors += 1
+                    if res.errors <= 5:
+                        log.warning("%s sample %d failed: %s: %s", spec.name, i, type(exc).__name__, exc)
+                    continue
+                res.samples_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                sizes[k].append((w.tap.last_request, w.tap.last_reply, size))
+                if probe is not None and probe.queries:
+                    res.graph_ms.append(probe.total_ns / 1e6)
+                    res.falkordb_ms.append(probe.server_ms)
+                    res.graph_queries += probe.queries
+        if progress is not None:
+            progress(f"latency round {r + 1}/{rounds} done")
+    for res, got in zip(results, sizes, strict=True):
+        if got:
+            res.request_bytes = _median_int([g[0] for g in got])
+            res.reply_bytes = _median_int([g[1] for g in got])
+            res.result_size = sum(g[2] for g in got) / len(got)
+        if res.graph_ms:
+            res.graph_queries /= len(res.graph_ms)
+    return results
+
+
+async def _get_sizes(w: Workload) -> tuple[int, int]:
+    """Median request and reply bytes of real get_bead calls by the caller."""
+    rng = Random(w.config.seed + 6)
+    requests: list[int] = []
+    replies: list[int] = []
+    for _ in range(50):
+        await w.client.get_bead(rng.choice(w.visible))
+        requests.append(w.tap.last_request)
+        replies.append(w.tap.last_reply)
+    return _median_int(requests), _median_int(replies)
+
+
+async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> BenchReport:
+    """Build the data, ingest it, time every operation and the floor; tear down what it started."""
+    started_at = datetime.now(UTC)
+    t_start = time.perf_counter()
+    tag = secrets.token_hex(3)
+    graph_name = config.graph_name or f"bench_{tag}"
+    say = progress or (lambda _msg: None)
+    async with contextlib.AsyncExitStack() as cleanup:
+        nats_url, falkordb_url, redis_url, setup = config.nats_url, config.falkordb_url, config.redis_url, ""
+        if nats_url is None and falkordb_url is None and redis_url is None:
+            if config.data_dir is not None:
+                data_dir = config.data_dir
+            else:
+                tmp = tempfile.TemporaryDirectory(prefix="recall-bench-")
+                cleanup.callback(tmp.cleanup)
+                data_dir = Path(tmp.name)
+            say(f"starting the embedded stack in {data_dir}")
+            stack = EmbeddedStack(data_dir)
+            await asyncio.to_thread(stack.start)
+            cleanup.push_async_callback(asyncio.to_thread, stack.stop)
+            nats_url, falkordb_url, redis_url = stack.nats_url, stack.redis_url, stack.redis_url
+            setup = "embedded stack (nats-server + redis-server/FalkorDB from their wheels, loopback)"
+        else:
+            setup = "external servers"
+            if nats_url is None or (config.in_process_hub and falkordb_url is None):
+                raise ValueError("give nats_url (and falkordb_url for an in-process hub), or no URL at all")
+            falkordb_url = falkordb_url or redis_url
+            redis_url = redis_url or falkordb_url
+        probe: GraphProbe | None = None
+        if config.in_process_hub:
+            assert falkordb_url is not None and redis_url is not None
+            settings = HubSettings(
+                nats_url=nats_url, falkordb_url=falkordb_url, redis_url=redis_url, graph_name=graph_name
+            )
+            service = await cleanup.enter_async_context(running_hub(settings))
+            if config.graph_name is None and config.nats_url is not None:
+                cleanup.push_async_callback(_delete_graph, falkordb_url, graph_name)
+            probe = GraphProbe(service.ctx.graph.graph)
+            cleanup.callback(probe.detach)
+            setup += f"; hub in-process (same Python process and event loop as the client); graph {graph_name}"
+        else:
+            setup += "; external hub"
+
+        say(f"planning {config.beads} beads (seed {config.seed})")
+        data = await asyncio.to_thread(build_dataset, config.beads, config.seed, tag, config.related_per_bead)
+        clients: dict[str, RecallClient] = {}
+        caller = data.agents[0]
+        tap: SizeTap | None = None
+        for ai in data.identities:
+            nc = await _connect(nats_url, ai)
+            cleanup.push_async_callback(nc.drain)
+            if ai == caller:
+                tap = SizeTap(nc)
+            clients[ai] = RecallClient(ai, nats_url, nc=nc, timeout=config.timeout, retries=0)
+        assert tap is not None
+        rng = Random(config.seed + 8)
+        queries = [
+            data.text(data.draw_words(rng, rng.choice((1, 1, 2, 2, 3)))) for _ in range(config.samples)
+        ]
+        w = Workload(config, data, rng, clients, caller, tap, {}, [], queries, nats_url, cleanup)
+
+        ingest = await _ingest(w, say)
+        visible_plans = data.visible_to(caller)
+        w.visible = [w.bead_ids[i] for i in visible_plans if i in w.bead_ids]
+        if not w.visible:
+            raise RuntimeError("no bead was ingested; see the log")
+        w.get_sizes = await _get_sizes(w)
+        say("timing operations one request at a time")
+        measured = await _measure(w, FLOORS + LATENCY_OPS, probe, say)
+        machine = await _machine(clients[caller].nc, falkordb_url)
+        summary = _summary(data, caller, len(visible_plans), queries)
+    return BenchReport(
+        config=config,
+        machine=machine,
+        dataset=summary,
+        setup=setup,
+        started_at=started_at,
+        duration_s=time.perf_counter() - t_start,
+        ingest=ingest,
+        floor=measured[0],
+        ops=measured[len(FLOORS) :],
+        command=config.command(),
+    )
+
+
+async def _delete_graph(url: str, graph_name: str) -> None:
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        await client.execute_command("GRAPH.DELETE", graph_name)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        log.warning("could not delete bench graph %s: %s", graph_name, exc)
+    finally:
+        await client.aclose()
+
+
+def _summary(data: Dataset, caller: str, caller_visible: int, queries: list[str]) -> DatasetSummary:
+    visibility: dict[str, int] = {}
+    for b in data.beads:
+        visibility[b.visibility] = visibility.get(b.visibility, 0) + 1
+    sizes = sorted(len(b.title.encode()) + len(b.content.encode()) for b in data.beads)
+    rank = {word: r for r, word in enumerate(data.vocabulary)}
+    postings: dict[int, set[int]] = {}
+    for i, b in enumerate(data.beads):
+        for word in b.words:
+            postings.setdefault(word, set()).add(i)
+    matches = []
+    for q in queries[:300]:
+        hit: set[int] = set()
+        for term in q.split():
+            hit |= postings.get(rank[term], set())
+        matches.append(len(hit))
+    return DatasetSummary(
+        identities=len(data.identities),
+        groups=len(data.groups),
+        sessions=len(data.sessions),
+        beads=len(data.beads),
+        follows_from=len(data.follows_from),
+        related_to=len(data.related_to),
+        visibility=visibility,
+        bead_bytes=(sizes[0], sizes[len(sizes) // 2], sizes[-1]) if sizes else (0, 0, 0),
+        vocabulary=len(data.vocabulary),
+        caller=caller,
+        caller_visible=caller_visible,
+        query_matches=(_median_int(matches), round(percentile([float(m) for m in matches], 90))),
+    )
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> float:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024 / 1024
+    return math.nan
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+async def _machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
+    server_info: dict[str, Any] = getattr(nc, "_server_info", None) or {}
+    redis_version = falkordb_version = "?"
+    if falkordb_url is not None:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(falkordb_url, decode_responses=True)
+        try:
+            info = await client.info("server")
+            redis_version = str(info.get("redis_version", "?"))
+            for module in await client.execute_command("MODULE", "LIST"):  # type: ignore[no-untyped-call]
+                if isinstance(module, list):
+                    module = dict(zip(module[::2], module[1::2], strict=False))
+                entry: dict[str, Any] = module
+                if str(entry.get("name", "")).lower() == "graph":
+                    ver = int(entry.get("ver", 0))
+                    falkordb_version = f"{ver // 10000}.{ver // 100 % 100}.{ver % 100}"
+        except Exception as exc:
+            log.warning("could not read server versions: %s", exc)
+        finally:
+            await client.aclose()
+    return MachineInfo(
+        cores=os.cpu_count() or 0,
+        cpu_model=_cpu_model(),
+        memory_gb=_memory_gb(),
+        os=platform.platform(),
+        python=f"{platform.python_implementation()} {platform.python_version()}",
+        nats_server=str(server_info.get("version", "?")),
+        redis=redis_version,
+        falkordb=falkordb_version,
+        libraries={p: _version(p) for p in ("nats-py", "FalkorDB", "redis", "pydantic")},
+    )
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _ms(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def _header_lines(report: BenchReport) -> list[str]:
+    m, d, c = report.machine, report.dataset, report.config
+    vis = ", ".join(
+        f"{d.visibility.get(v, 0) * 100 / max(1, d.beads):.0f}% {v}" for v in ("group", "private", "global")
+    )
+    libs = ", ".join(f"{k} {v}" for k, v in m.libraries.items())
+    floor = report.floor
+    return [
+        f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}",
+        f"Software: {m.python}; nats-server {m.nats_server}; redis {m.redis} + FalkorDB {m.falkordb}; {libs}",
+        f"Setup: {report.setup}",
+        f"Data: {d.beads:,} beads by {d.identities} identities in {d.groups} groups and "
+        f"{d.sessions} sessions ({vis}); {d.follows_from + d.related_to:,} edges ({d.follows_from:,} FOLLOWS_FROM session chains, "
+        f"{d.related_to:,} RELATED_TO); title+content {d.bead_bytes[0]}-{d.bead_bytes[2]} B "
+        f"(median {d.bead_bytes[1]} B) from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
+        f"Queries: 1-3 words; median {d.query_matches[0]:,} beads of the store match one (p90 "
+        f"{d.query_matches[1]:,}); the caller {d.caller} may see {d.caller_visible:,} beads",
+        f"Ingest: {c.concurrency} requests in flight through the client library, one connection per identity",
+        f"Latency: one request at a time, {c.samples} samples per operation in {c.rounds} interleaved rounds "
+        f"after {c.warmup} warm-up calls; time.perf_counter_ns around the client call",
+        f"Floor: bare NATS request/reply to a plain nats-py echo responder through the same nats-server and "
+        f"client connection; request {floor.request_bytes} B, reply {floor.reply_bytes} B "
+        "(the median get_bead request and reply)",
+        "Graph: time the hub spent in FalkorDB calls per request (round trip + parsing; p50), and "
+        "FalkorDB's own execution time (p50)",
+        f"Run: {report.started_at:%Y-%m-%d %H:%M} UTC, {report.duration_s:.0f} s; command: {report.command}",
+    ]
+
+
+_LATENCY_COLUMNS = [
+    "operation", "n", "p50 ms", "p95 ms", "p99 ms", "x floor", "req B", "reply B",
+    "result", "graph ms", "falkordb ms", "queries", "seed target", "errors",
+]
+_INGEST_COLUMNS = ["ingest", "count", "seconds", "per second", "p50 ms", "p99 ms", "errors"]
+
+
+def _latency_rows(report: BenchReport) -> list[list[str]]:
+    base = report.floor.p(50)
+    rows = []
+    for r in [report.floor, *report.ops]:
+        target = "-"
+        if r.target_ms is not None:
+            verdict = "met" if r.p(99) < r.target_ms else "MISSED"
+            target = f"< {r.target_ms:.0f} ms: {verdict}"
+        result = f"{r.result_size:.1f} {r.result_unit}".strip() if r.result_unit else "-"
+        rows.append([
+            r.name,
+            str(r.n),
+            _ms(r.p(50)),
+            _ms(r.p(95)),
+            _ms(r.p(99)),
+            f"{r.p(50) / base:.1f}x" if base > 0 else "-",
+            str(r.request_bytes),
+            str(r.reply_bytes),
+            result,
+            _ms(percentile(r.graph_ms, 50)),
+            _ms(percentile(r.falkordb_ms, 50)),
+            f"{r.graph_queries:.1f}" if r.graph_ms else "-",
+            target,
+            str(r.errors),
+        ])
+    return rows
+
+
+def _ingest_rows(report: BenchReport) -> list[list[str]]:
+    return [
+        [
+            t.name,
+            f"{t.count:,}",
+            f"{t.seconds:.1f}",
+            f"{t.per_second:,.0f}/s",
+            _ms(percentile(t.latencies_ms, 50)),
+            _ms(percentile(t.latencies_ms, 99)),
+            str(t.errors),
+        ]
+        for t in report.ingest
+    ]
+
+
+def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(columns[i]), *(len(row[i]) for row in rows)) for i in range(len(columns))]
+
+    def line(cells: list[str]) -> str:
+        pairs = enumerate(zip(cells, widths, strict=True))
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs)
+
+    return [line(columns), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def render(report: BenchReport) -> str:
+    """The report as plain text: the method, then the ingest and latency tables."""
+    out = [f"Nexus Recall benchmark at {report.dataset.beads:,} beads", ""]
+    out += _header_lines(report)
+    out += ["", *_table(_INGEST_COLUMNS, _ingest_rows(report))]
+    out += ["", *_table(_LATENCY_COLUMNS, _latency_rows(report))]
+    out += ["", "x floor = the operation's p50 / the floor's p50; seed target is judged on p99."]
+    return "\n".join(out)
+
+
+def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    align = ["---"] + ["---:"] * (len(columns) - 1)
+    return [
+        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(align) + " |",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def markdown(report: BenchReport) -> str:
+    """The report as a Markdown section for docs/benchmarks.md."""
+    out = [f"### {report.dataset.beads:,} beads, {report.started_at:%Y-%m-%d}", ""]
+    out += [f"- {line}" for line in _header_lines(report)]
+    out += ["", *_md_table(_INGEST_COLUMNS, _ingest_rows(report))]
+    out += ["", *_md_table(_LATENCY_COLUMNS, _latency_rows(report))]
+    out += ["", "x floor = the operation's p50 / the floor's p50; seed target is judged on p99."]
+    return "\n".join(out) + "\n"
