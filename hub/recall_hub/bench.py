@@ -432,7 +432,7 @@ class SizeTap:
         async def request(
             subject: str,
             payload: bytes = b"",
-            timeout: float = 0.5,
+            timeout: float = 0.5,  # noqa: ASYNC109 - mirrors NATS.request
             old_style: bool = False,
             headers: dict[str, Any] | None = None,
         ) -> Msg:
@@ -793,7 +793,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
                 cleanup.push_async_callback(_delete_graph, falkordb_url, graph_name)
             probe = GraphProbe(service.ctx.graph.graph)
             cleanup.callback(probe.detach)
-            setup += f"; hub in-process (same Python process and event loop as the client); graph {graph_name}"
+            setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
         else:
             setup += "; external hub"
 
@@ -961,7 +961,8 @@ def _header_lines(report: BenchReport) -> list[str]:
         f"Software: {m.python}; nats-server {m.nats_server}; redis {m.redis} + FalkorDB {m.falkordb}; {libs}",
         f"Setup: {report.setup}",
         f"Data: {d.beads:,} beads by {d.identities} identities in {d.groups} groups and "
-        f"{d.sessions} sessions ({vis}); {d.follows_from + d.related_to:,} edges ({d.follows_from:,} FOLLOWS_FROM session chains, "
+        f"{d.sessions} sessions ({vis}); {d.follows_from + d.related_to:,} edges "
+        f"({d.follows_from:,} FOLLOWS_FROM session chains, "
         f"{d.related_to:,} RELATED_TO); title+content {d.bead_bytes[0]}-{d.bead_bytes[2]} B "
         f"(median {d.bead_bytes[1]} B) from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
         f"Queries: 1-3 words; median {d.query_matches[0]:,} beads of the store match one (p90 "

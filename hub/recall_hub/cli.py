@@ -56,11 +56,7 @@ async def _up(args: argparse.Namespace) -> int:
 async def _hub(args: argparse.Namespace) -> int:
     from .server import serve_forever
 
-    overrides = {k: v for k, v in {
-        "nats_url": args.nats, "falkordb_url": args.falkordb, "redis_url": args.redis,
-        "graph_name": args.graph, "nats_creds": args.creds,
-    }.items() if v is not None}
-    settings = HubSettings(**overrides)  # type: ignore[arg-type]
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
     await serve_forever(settings, _stop_event())
     return 0
 
@@ -79,6 +75,46 @@ async def _bench(args: argparse.Namespace) -> int:
     report = await run_bench(config)
     print(render(report))
     return 0
+
+
+async def _reindex(args: argparse.Namespace) -> int:
+    from .context import HubContext
+    from .embedding_index import reindex
+
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    ctx = await HubContext.connect(settings)
+    print(f"re-embedding every bead with {ctx.embedder.model_id}", file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        width = 40
+        filled = width * done // max(total, 1)
+        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    try:
+        count = await reindex(ctx, progress=progress)
+    finally:
+        await ctx.aclose()
+    print(f"\nreindexed {count} bead(s)", file=sys.stderr)
+    return 0
+
+
+def _url_overrides(args: argparse.Namespace) -> dict[str, str]:
+    values = {
+        "nats_url": getattr(args, "nats", None),
+        "falkordb_url": getattr(args, "falkordb", None),
+        "redis_url": getattr(args, "redis", None),
+        "graph_name": getattr(args, "graph", None),
+        "nats_creds": getattr(args, "creds", None),
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _add_url_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nats", help="NATS URL (RECALL_NATS_URL)")
+    parser.add_argument("--falkordb", help="FalkorDB URL (RECALL_FALKORDB_URL)")
+    parser.add_argument("--redis", help="Redis 8 URL (RECALL_REDIS_URL)")
+    parser.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
+    parser.add_argument("--creds", help="NATS credentials file (RECALL_NATS_CREDS)")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -102,12 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(run=_up)
 
     hub = sub.add_parser("hub", help="run only the hub against external servers (or RECALL_* variables)")
-    hub.add_argument("--nats", help="NATS URL (RECALL_NATS_URL)")
-    hub.add_argument("--falkordb", help="FalkorDB URL (RECALL_FALKORDB_URL)")
-    hub.add_argument("--redis", help="Redis 8 URL (RECALL_REDIS_URL)")
-    hub.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
-    hub.add_argument("--creds", help="NATS credentials file (RECALL_NATS_CREDS)")
+    _add_url_options(hub)
     hub.set_defaults(run=_hub)
+
+    reindex = sub.add_parser("reindex", help="re-embed every bead with the configured embedder (RECALL_EMBEDDER__*)")
+    _add_url_options(reindex)
+    reindex.set_defaults(run=_reindex)
 
     demo = sub.add_parser("demo", help="run the scripted demo against a running hub")
     demo.add_argument("--nats", default="nats://127.0.0.1:4222")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from recall_schemas import (
     BeadList,
     DecayOldMemories,
@@ -16,35 +18,116 @@ from recall_schemas import (
 from .context import HubContext
 from .records import bead_from_node
 from .timeutil import now_ms
+from .search import my_groups
+from .vectors import caller_scopes
 from .visibility import MY_GROUPS, may_modify, visible
 
 DAY_MS = 86_400_000
 
 
+MAX_DEDUP_SCAN = 5000
+
+
 async def deduplicate_beads(ctx: HubContext, caller: str, req: DeduplicateBeads) -> DuplicateReport:
-    """Clusters of visible beads with equal content hash, oldest first in each."""
+    """Clusters of visible beads with equal content hash and, with ``similarity_threshold``, of
+    near-duplicates by vector similarity. With ``merge``, each cluster keeps its oldest bead, which
+    records every author (``corroborated_by``); the others are archived and superseded by it."""
     where = ""
-    params: dict[str, object] = {"caller": caller}
-    if req.bead_id is not None:
-        rows = await ctx.graph.ro_query(
-            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b.content_hash",
-            {"caller": caller, "bead_id": req.bead_id},
-        )
-        if not rows:
-            raise NotFound(f"bead {req.bead_id} not found")
-        where += " AND b.content_hash = $hash"
-        params["hash"] = rows[0][0]
+    params: dict[str, Any] = {"caller": caller, "cap": MAX_DEDUP_SCAN}
     if req.group_id is not None:
         where += " AND b.group_id = $group_id"
         params["group_id"] = req.group_id
     rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{where} "
-        "WITH b ORDER BY b.created_at, b.bead_id "
-        "WITH b.content_hash AS hash, collect(b.bead_id) AS ids WHERE size(ids) > 1 "
-        "RETURN hash, ids ORDER BY hash",
+        MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{where} AND b.status = 'active' "
+        "RETURN b.bead_id, b.content_hash, b.created_at, b.created_by, b.corroborated_by, b.vec_scope, b.vec_model "
+        "ORDER BY b.created_at, b.bead_id LIMIT $cap",
         params,
     )
-    return DuplicateReport(clusters=[DuplicateCluster(content_hash=h, bead_ids=ids) for h, ids in rows])
+    beads = {r[0]: r for r in rows}
+    if req.bead_id is not None and req.bead_id not in beads:
+        await _require_visible(ctx, caller, req.bead_id)
+        return DuplicateReport(clusters=[])
+    parent = {b: b for b in beads}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb, key=lambda i: (beads[i][2], i))] = min(ra, rb, key=lambda i: (beads[i][2], i))
+
+    first_by_hash: dict[str, str] = {}
+    for bead_id, row in beads.items():
+        first_by_hash.setdefault(row[1], bead_id)
+        union(first_by_hash[row[1]], bead_id)
+    similarities: dict[tuple[str, str], float] = {}
+    if req.similarity_threshold is not None:
+        probes = [req.bead_id] if req.bead_id else list(beads)
+        scopes = caller_scopes(caller, await my_groups(ctx, caller))
+        for bead_id in probes:
+            row = beads[bead_id]
+            if not row[5] or row[6] != ctx.vectors.model_id:
+                continue
+            vector = await ctx.vectors.vector(bead_id, row[5])
+            if vector is None:
+                continue
+            for hit in await ctx.vectors.search(scopes, vector, 10):
+                if hit.bead_id != bead_id and hit.bead_id in beads and hit.similarity >= req.similarity_threshold:
+                    similarities[tuple(sorted((bead_id, hit.bead_id)))] = hit.similarity  # type: ignore[index]
+                    union(bead_id, hit.bead_id)
+    members: dict[str, list[str]] = {}
+    for bead_id in beads:
+        members.setdefault(find(bead_id), []).append(bead_id)
+    clusters = []
+    for root, ids in sorted(members.items()):
+        if len(ids) < 2 or (req.bead_id is not None and req.bead_id not in ids):
+            continue
+        ids.sort(key=lambda i: (beads[i][2], i))
+        exact = len({beads[i][1] for i in ids}) == 1
+        sims = [v for (a, b), v in similarities.items() if a in ids and b in ids]
+        authors = sorted({beads[i][3] for i in ids} | {a for i in ids for a in (beads[i][4] or [])})
+        cluster = DuplicateCluster(
+            content_hash=beads[root][1],
+            bead_ids=ids,
+            kind="exact" if exact else "near",
+            min_similarity=round(min(sims), 4) if sims and not exact else None,
+            authors=authors,
+        )
+        if req.merge:
+            cluster.merged_into = await _merge(ctx, caller, ids[0], ids[1:], authors)
+        clusters.append(cluster)
+    return DuplicateReport(clusters=clusters)
+
+
+async def _merge(ctx: HubContext, caller: str, keeper: str, duplicates: list[str], authors: list[str]) -> str | None:
+    """One atomic query: archive the duplicates the caller may change, supersede them by the keeper,
+    and record every author on the keeper. Returns the keeper if every duplicate was merged."""
+    rows = await ctx.graph.query(
+        MY_GROUPS + f"MATCH (k:Bead {{bead_id: $keeper}}) WHERE {visible('k')} "
+        f"MATCH (d:Bead) WHERE d.bead_id IN $duplicates AND {visible('d')} AND {may_modify('d')} "
+        "SET d.status = 'archived', d.updated_at = $now "
+        "MERGE (k)-[r:UPDATES]->(d) ON CREATE SET r.created_at = $now, r.created_by = $caller, r.replaces = true, "
+        "r.metadata = '{\"merged_duplicate\": true}' "
+        "WITH k, count(d) AS merged "
+        "SET k.corroborated_by = [a IN $authors WHERE a <> k.created_by], k.updated_at = $now "
+        "RETURN merged",
+        {"caller": caller, "keeper": keeper, "duplicates": duplicates, "authors": authors, "now": now_ms()},
+    )
+    merged = int(rows[0][0]) if rows else 0
+    return keeper if merged == len(duplicates) else None
+
+
+async def _require_visible(ctx: HubContext, caller: str, bead_id: str) -> None:
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b.bead_id",
+        {"caller": caller, "bead_id": bead_id},
+    )
+    if not rows:
+        raise NotFound(f"bead {bead_id} not found")
 
 
 async def rank_by_importance(ctx: HubContext, caller: str, req: RankByImportance) -> BeadList:

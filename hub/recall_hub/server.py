@@ -12,6 +12,7 @@ from nats.aio.client import Client as NATS
 
 from .config import HubSettings
 from .context import HubContext
+from .embedding_index import repair
 from .transport import HubService
 
 log = logging.getLogger(__name__)
@@ -42,10 +43,14 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     ctx = await HubContext.connect(settings)
     nc = await connect_nats(settings)
     service = HubService(ctx, nc)
+    # Beads whose vector write failed (or that predate this model) are embedded in the background
+    # while the hub already serves; `service.repaired` lets callers wait for it.
+    service.repaired = asyncio.create_task(repair(ctx))
     try:
         await service.start()
         yield service
     finally:
+        service.repaired.cancel()
         await service.stop()
         await nc.drain()
         await ctx.aclose()

@@ -85,6 +85,7 @@ class HubService:
         self._service: Service | None = None
         self._slots = asyncio.Semaphore(ctx.settings.max_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self.repaired: asyncio.Task[int] | None = None
 
     async def start(self) -> None:
         self._service = await add_service(
