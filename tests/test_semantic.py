@@ -1,0 +1,253 @@
+"""Semantic and graph recall through the bus: vector scopes, hybrid ranking, find_similar, why,
+token budgets, automatic links, near-duplicates, and keeping vectors in step with the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recall_hub.context import HubContext
+from recall_hub.embedders import HashEmbedder
+from recall_hub.embedding_index import index_beads, reindex, repair
+from recall_hub.ranking import PRIOR_FACTOR, prior
+from recall_hub.timeutil import now_ms
+from recall_hub.vectors import scope_of
+from recall_schemas import (
+    ContextBlock,
+    CreateBead,
+    DeduplicateBeads,
+    DuplicateReport,
+    FindSimilar,
+    GetContext,
+    NotFound,
+    SearchResult,
+    Why,
+    WhyResult,
+    new_id,
+)
+from tests.conftest import new_ai
+
+
+async def _similar(client, bead_id: str, threshold: float = 0.0, limit: int = 10) -> SearchResult:
+    return await client.call("find_similar", FindSimilar(bead_id=bead_id, threshold=threshold, limit=limit), SearchResult)
+
+
+async def _bulk_private_beads(ctx: HubContext, owner: str, texts: list[str], base: np.ndarray) -> None:
+    """Store many private beads of ``owner`` directly (one UNWIND), with vectors close to ``base``."""
+    now = now_ms()
+    rows = [
+        {
+            "bead_id": new_id("b"), "title": text, "content": text, "content_hash": new_id("h"),
+            "bead_type": "fact", "importance": 5, "tags": [], "created_at": now, "updated_at": now,
+            "accessed_at": now, "created_by": owner, "visibility": "private", "metadata": "{}",
+            "status": "active", "provenance": "authored", "corroborated_by": [],
+        }
+        for text in texts
+    ]
+    await ctx.graph.query(
+        "MERGE (a:AI {ai_id: $owner}) WITH a UNWIND $rows AS row CREATE (b:Bead) SET b = row, b.idem = row.bead_id",
+        {"owner": owner, "rows": rows},
+    )
+    rng = np.random.default_rng(7)
+    noisy = base + rng.normal(0, 0.01, size=(len(rows), base.shape[0])).astype(np.float32)
+    noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+    await index_beads(ctx, rows, noisy)
+
+
+async def test_thousands_of_invisible_near_duplicates_never_starve_the_visible_bead(connect, hub: HubContext):
+    me, other = await connect(), new_ai()
+    text = "rotate the payments signing key every ninety days"
+    base = (await hub.embedder.embed([text]))[0]
+    await _bulk_private_beads(hub, other, [f"{text} (copy {i})" for i in range(2000)], base)
+    mine = await me.create_bead("key rotation policy", "payments signing keys are rotated quarterly", visibility="private")
+
+    # The hidden copies really are closer to the query than the visible bead ...
+    hidden = await hub.vectors.search([f"private:{other}"], base, 5)
+    own = await hub.vectors.search([f"private:{me.ai_id}"], base, 1)
+    assert len(hidden) == 5 and own[0].bead_id == mine.bead_id
+    assert min(h.similarity for h in hidden) > own[0].similarity
+    # ... yet the caller's top result is its own bead, in every mode.
+    for mode in ("vector", "hybrid", "keyword"):
+        result = await me.search_beads(text, limit=1, mode=mode)
+        assert [h.bead.bead_id for h in result.hits] == [mine.bead_id], mode
+
+
+async def test_hybrid_results_explain_their_rank(connect):
+    me = await connect()
+    tag = new_id("t")[2:]
+    a = await me.create_bead("Postgres failover runbook", "promote the replica, then repoint pgbouncer", tags=[tag])
+    await me.create_bead("Team lunch", "pizza on friday", tags=[tag])
+    result = await me.search_beads("how do we fail over the database", filters={"tags": [tag]})
+    top = result.hits[0]
+    assert top.bead.bead_id == a.bead_id
+    assert {s.list for s in top.explanation.sources} <= {"keyword", "vector"} and top.explanation.sources
+    assert top.score == pytest.approx(top.explanation.relevance * top.explanation.prior)
+    keyword_only = await me.search_beads("failover runbook", mode="keyword", filters={"tags": [tag]})
+    assert all(s.list == "keyword" for h in keyword_only.hits for s in h.explanation.sources)
+    vector_only = await me.search_beads("failover runbook", mode="vector", filters={"tags": [tag]})
+    assert all(s.list == "vector" for h in vector_only.hits for s in h.explanation.sources)
+
+
+async def test_archived_and_superseded_beads_are_demoted_not_hidden(connect):
+    me = await connect()
+    tag = new_id("t")[2:]
+    old = await me.create_bead("Deploy window", "deploys happen on tuesday mornings", tags=[tag])
+    new = await me.create_bead("Deploy window", "deploys happen on tuesday mornings", tags=[tag])
+    await me.add_relationship(new.bead_id, old.bead_id, "UPDATES", replaces=True)
+    result = await me.search_beads("when do deploys happen", filters={"tags": [tag]})
+    ids = [h.bead.bead_id for h in result.hits]
+    assert ids == [new.bead_id, old.bead_id]
+    assert any("superseded" in n for n in result.hits[1].explanation.notes)
+    await me.update_bead(new.bead_id, status="archived")
+    result = await me.search_beads("when do deploys happen", filters={"tags": [tag]})
+    assert {h.bead.bead_id for h in result.hits} == {new.bead_id, old.bead_id}
+    only_active = await me.search_beads("when do deploys happen", filters={"tags": [tag], "status": "active"})
+    assert [h.bead.bead_id for h in only_active.hits] == [old.bead_id]
+
+
+def test_priors_are_bounded_jointly() -> None:
+    now = now_ms()
+    best = {"importance": 10, "created_at": now, "provenance": "observed", "status": "active"}
+    worst = {"importance": 0, "created_at": now - 10 * 365 * 86_400_000, "provenance": "derived", "status": "archived"}
+    high, _ = prior(best, superseded=False, now_ms=now)
+    low, notes = prior(worst, superseded=True, now_ms=now)
+    assert 1.0 < high <= PRIOR_FACTOR
+    assert 1 / PRIOR_FACTOR <= low < 1.0
+    assert notes
+
+
+async def test_find_similar_respects_threshold_and_visibility(connect):
+    me, other = await connect(), await connect()
+    a = await me.create_bead("Cache invalidation bug", "stale entries after the TTL change in the session cache")
+    b = await me.create_bead("Session cache TTL", "the session cache TTL change left stale entries behind")
+    hidden = await other.create_bead("Session cache TTL", "the session cache TTL change left stale entries behind")
+    c = await me.create_bead("Quarterly planning", "OKRs for the next quarter")
+    result = await _similar(me, a.bead_id, threshold=0.5)
+    ids = [h.bead.bead_id for h in result.hits]
+    assert ids[0] == b.bead_id
+    assert hidden.bead_id not in ids and c.bead_id not in ids
+    assert all(h.score >= 0.5 for h in result.hits)
+    with pytest.raises(NotFound):
+        await _similar(me, hidden.bead_id)
+
+
+async def test_auto_links_follow_the_session_and_relate_similar_beads(connect):
+    me = await connect()
+    session = new_id("s")
+    first = await me.create_bead("Flaky test in checkout", "test_checkout fails one run in ten", session_id=session)
+    second = await me.create_bead("Flaky test in checkout fixed", "test_checkout fails one run in ten: fixed the race",
+                                  session_id=session, idempotency_key="fix-1")
+    again = await me.create_bead("Flaky test in checkout fixed", "test_checkout fails one run in ten: fixed the race",
+                                 session_id=session, idempotency_key="fix-1")
+    assert again.bead_id == second.bead_id
+    rels = await me.get_relationships(second.bead_id)
+    follows = [r for r in rels if r.rel_type == "FOLLOWS_FROM"]
+    related = [r for r in rels if r.rel_type == "RELATED_TO"]
+    assert [(r.from_id, r.to_id) for r in follows] == [(second.bead_id, first.bead_id)]
+    assert [(r.from_id, r.to_id) for r in related] == [(second.bead_id, first.bead_id)]
+    assert related[0].properties.similarity is not None and related[0].properties.similarity >= 0.75
+
+
+async def test_why_returns_the_connected_subgraph_inside_the_callers_view(connect):
+    me, other = await connect(), await connect()
+    incident = await me.create_bead("Outage: queue backlog", "consumers stalled for 40 minutes", bead_type="observation")
+    cause = await me.create_bead("Root cause", "a poison message blocked the partition", bead_type="finding")
+    fix = await me.create_bead("Dead-letter queue added", "poison messages now go to a DLQ", bead_type="decision")
+    secret = await other.create_bead("Other team's note", "unrelated private", visibility="private")
+    await me.add_relationship(cause.bead_id, incident.bead_id, "RELATED_TO")
+    await me.add_relationship(fix.bead_id, cause.bead_id, "FOLLOWS_FROM")
+    result = await me.call("why", Why(query="queue backlog outage", hops=2, seeds=1), WhyResult)
+    assert result.seeds == [incident.bead_id]
+    by_id = {n.bead.bead_id: n.depth for n in result.graph.nodes}
+    assert by_id == {incident.bead_id: 0, cause.bead_id: 1, fix.bead_id: 2}
+    assert secret.bead_id not in by_id
+    assert {(e.from_id, e.to_id, e.rel_type.value) for e in result.graph.edges} >= {
+        (cause.bead_id, incident.bead_id, "RELATED_TO"), (fix.bead_id, cause.bead_id, "FOLLOWS_FROM")}
+    shallow = await me.call("why", Why(query="queue backlog outage", hops=1, seeds=1, rel_types=["RELATED_TO"]),
+                            WhyResult)
+    assert {n.bead.bead_id for n in shallow.graph.nodes} == {incident.bead_id, cause.bead_id}
+
+
+async def test_context_fits_the_budget_and_caps_siblings(connect):
+    me = await connect()
+    tag = new_id("t")[2:]
+    for part in range(6):
+        await me.create_bead(f"Design doc part {part}", "the ingestion pipeline batches writes " * 10,
+                             metadata={"source": "doc-ingest"}, tags=[tag])
+    other = await me.create_bead("Ingestion decision", "we batch ingestion writes by 64", tags=[tag])
+    block = await me.call("context", GetContext(query="ingestion pipeline writes", max_tokens=400,
+                                                 filters={"tags": [tag]}, max_per_source=2), ContextBlock)
+    assert block.tokens <= 400
+    assert other.bead_id in block.bead_ids
+    assert len([b for b in block.bead_ids if b != other.bead_id]) <= 2
+    assert block.dropped >= 4
+    assert all(f"| {b}]" in block.text for b in block.bead_ids)
+    tiny = await me.search_beads("ingestion pipeline writes", max_tokens=40, filters={"tags": [tag]})
+    assert tiny.tokens is not None and tiny.tokens <= 40
+
+
+async def test_near_duplicates_across_agents_merge_and_keep_every_author(connect):
+    ops, alice, bob = await connect(new_ai("o")), await connect(), await connect()
+    group = await ops.create_group("dedup")
+    for member in (alice, bob):
+        await ops.add_member(group.group_id, member.ai_id)
+    a = await alice.create_bead("Redis needs vm.overcommit", "Set vm.overcommit_memory=1 or background saves can fail",
+                                group_id=group.group_id, visibility="group")
+    b = await bob.create_bead("Redis needs vm.overcommit", "Set vm.overcommit_memory = 1, or background saves may fail",
+                              group_id=group.group_id, visibility="group")
+    c = await bob.create_bead("Unrelated", "The office plants need water", group_id=group.group_id, visibility="group")
+    exact_only = await ops.deduplicate_beads(group_id=group.group_id)
+    assert exact_only.clusters == []
+    report = await ops.call("deduplicate_beads", DeduplicateBeads(
+        group_id=group.group_id, similarity_threshold=0.9, merge=True), DuplicateReport)
+    assert [cl.bead_ids for cl in report.clusters] == [[a.bead_id, b.bead_id]]
+    cluster = report.clusters[0]
+    assert cluster.kind == "near" and cluster.merged_into == a.bead_id
+    assert cluster.authors == sorted([alice.ai_id, bob.ai_id])
+    keeper = await ops.get_bead(a.bead_id)
+    assert keeper.corroborated_by == [bob.ai_id]
+    assert (await ops.get_bead(b.bead_id)).status.value == "archived"
+    assert (await ops.get_bead(c.bead_id)).status.value == "active"
+
+
+async def test_a_bead_whose_vector_write_failed_is_repaired(connect, hub: HubContext):
+    me = await connect()
+    bead = await me.create_bead("Repair me", "a bead whose vector went missing", visibility="private")
+    props = {"bead_id": bead.bead_id, "visibility": "private", "created_by": me.ai_id}
+    await hub.vectors.remove(bead.bead_id, scope_of(props))
+    await hub.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.vec_model = NULL", {"id": bead.bead_id})
+    assert bead.bead_id not in [h.bead.bead_id for h in (await me.search_beads("repair me", mode="vector")).hits]
+    assert await repair(hub) >= 1
+    hits = (await me.search_beads("repair me", mode="vector", limit=1)).hits
+    assert [h.bead.bead_id for h in hits] == [bead.bead_id]
+
+
+async def test_switching_model_reindexes_and_never_mixes(settings, hub: HubContext):
+    from recall_hub.beads import create_bead
+    from recall_hub.search import search_beads
+    from recall_schemas import SearchBeads
+
+    isolated = settings.model_copy(update={"graph_name": f"model_switch_{new_id('x')[2:]}"})
+    first = await HubContext.connect(isolated, embedder=HashEmbedder(dim=64))
+    caller = new_ai()
+    try:
+        made = [await create_bead(first, caller, CreateBead(title=t, visibility="private"))
+                for t in ("alpha release notes", "beta rollout plan", "gamma incident review")]
+        first_keys = [k async for k in first.vectors.redis.scan_iter(match=first.vectors.all_keys_pattern())]
+        assert first_keys
+    finally:
+        await first.aclose()
+    second = await HubContext.connect(isolated, embedder=HashEmbedder(dim=128))
+    try:
+        assert second.vectors.model_id != first.vectors.model_id
+        progress: list[tuple[int, int]] = []
+        assert await reindex(second, progress=lambda done, total: progress.append((done, total))) == 3
+        assert progress[-1] == (3, 3)
+        rows = await second.graph.ro_query("MATCH (b:Bead) RETURN DISTINCT b.vec_model")
+        assert rows == [[second.vectors.model_id]]
+        assert await second.vectors.redis.exists(*first_keys) == 0
+        result = await search_beads(second, caller, SearchBeads(query="beta rollout plan", mode="vector", limit=1))
+        assert result.hits[0].bead.bead_id == made[1].bead_id
+    finally:
+        await second.graph.graph.delete()
+        await second.aclose()
