@@ -175,7 +175,7 @@ async def test_local_concurrent_calls_match_sequential(local: LocalEmbedder) -> 
 async def test_local_rejects_single_string_and_closed_use() -> None:
     embedder = LocalEmbedder()
     with pytest.raises(TypeError):
-        await embedder.embed("not a list")  # type: ignore[arg-type]
+        await embedder.embed("not a list")
     await embedder.aclose()
     with pytest.raises(EmbedderError):
         await embedder.embed(["after close"])
@@ -470,7 +470,7 @@ async def test_make_embedder_kinds_and_config_checks() -> None:
     with pytest.raises(EmbedderError, match="openai_model"):
         make_embedder(EmbedderConfig(kind="openai"))
     with pytest.raises(ValidationError):
-        EmbedderConfig(kind="bert")  # type: ignore[arg-type]
+        EmbedderConfig(kind="bert")
     with pytest.raises(ValidationError):
         EmbedderConfig(batch_size=0)
     assert "sk-secret" not in repr(EmbedderConfig(kind="openai", openai_api_key="sk-secret"))

@@ -19,6 +19,7 @@ from recall_schemas import (
     AddMember,
     AddRelationship,
     BeadList,
+    ContextBlock,
     CreateBead,
     CreateGroup,
     DecayOldMemories,
@@ -28,10 +29,12 @@ from recall_schemas import (
     Deleted,
     DuplicateReport,
     ErrorReply,
+    FindSimilar,
     GetBead,
     GetByGroup,
     GetBySession,
     GetByTag,
+    GetContext,
     GetRecent,
     GetRelationships,
     Group,
@@ -52,6 +55,8 @@ from recall_schemas import (
     TraverseGraph,
     Unavailable,
     UpdateBead,
+    Why,
+    WhyResult,
     error_from_reply,
 )
 from recall_schemas.ids import AI_ID_PATTERN
@@ -201,6 +206,23 @@ class RecallClient:
         request = _build(SearchBeads, query=query, limit=limit, filters=filters or {}, **options)
         return await self.call("search_beads", request, SearchResult)
 
+    async def find_similar(self, bead_id: str, threshold: float = 0.7, limit: int = 10) -> SearchResult:
+        request = _build(FindSimilar, bead_id=bead_id, threshold=threshold, limit=limit)
+        return await self.call("find_similar", request, SearchResult)
+
+    async def why(
+        self, query: str, hops: int = 2, rel_types: Sequence[RelType | str] = (), **options: Any
+    ) -> WhyResult:
+        """Semantic seeds for ``query`` plus the typed graph around them. ``options``: seeds, limit, filters."""
+        request = _build(Why, query=query, hops=hops, rel_types=list(rel_types), **options)
+        return await self.call("why", request, WhyResult)
+
+    async def context(self, query: str, max_tokens: int = 1000, **options: Any) -> ContextBlock:
+        """The best memory for ``query`` that fits ``max_tokens``, rendered as one text block.
+        ``options``: filters, max_per_source."""
+        request = _build(GetContext, query=query, max_tokens=max_tokens, **options)
+        return await self.call("context", request, ContextBlock)
+
     async def get_by_session(self, session_id: str, limit: int = 100) -> list[MemoryBead]:
         reply = await self.call("get_by_session", _build(GetBySession, session_id=session_id, limit=limit), BeadList)
         return reply.beads
@@ -252,8 +274,22 @@ class RecallClient:
 
     # --- maintenance ------------------------------------------------------------------------------
 
-    async def deduplicate_beads(self, bead_id: str | None = None, group_id: str | None = None) -> DuplicateReport:
-        request = _build(DeduplicateBeads, bead_id=bead_id, group_id=group_id)
+    async def deduplicate_beads(
+        self,
+        bead_id: str | None = None,
+        group_id: str | None = None,
+        similarity_threshold: float | None = None,
+        merge: bool = False,
+    ) -> DuplicateReport:
+        """Clusters of equal (and, with ``similarity_threshold``, near-equal) beads; ``merge`` keeps the
+        oldest of each, records every author on it and archives the rest."""
+        request = _build(
+            DeduplicateBeads,
+            bead_id=bead_id,
+            group_id=group_id,
+            similarity_threshold=similarity_threshold,
+            merge=merge,
+        )
         return await self.call("deduplicate_beads", request, DuplicateReport)
 
     async def rank_by_importance(self, bead_ids: Sequence[str]) -> list[MemoryBead]:

@@ -1,6 +1,6 @@
 """Export the contract for non-Python clients: one JSON Schema per message and an AsyncAPI document.
 
-    python -m recall_schemas.export schemas/     (or: recall export-schemas)
+python -m recall_schemas.export schemas/     (or: recall export-schemas)
 """
 
 from __future__ import annotations
