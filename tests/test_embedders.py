@@ -266,7 +266,7 @@ class FakeEmbeddingsServer:
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
@@ -369,6 +369,7 @@ async def test_openai_http_500_is_a_clear_error_within_timeout(server: FakeEmbed
     assert time.monotonic() - started < 5.0
     message = str(info.value)
     assert "500" in message
+    assert info.value.status_code == 500
     assert "model exploded" in message
     assert f"127.0.0.1:{server.port}" in message
     assert len(server.requests) == 1

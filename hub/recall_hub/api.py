@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from recall_schemas import OPERATIONS
 
-from . import beads, groups, listing, maintenance, relationships, search
+from . import agent_state, beads, changes, groups, handoff, kv, listing, maintenance, relationships, search, sessions
 from .context import HubContext
 
 Handler = Callable[[HubContext, str, Any], Awaitable[BaseModel]]
@@ -37,6 +37,20 @@ HANDLERS: dict[str, Handler] = {
     "remove_member": groups.remove_member,
     "list_members": groups.list_members,
     "list_groups": groups.list_groups,
+    "get_session": sessions.get_session,
+    "migrate_session_with_memories": sessions.migrate_session_with_memories,
+    "check_session": sessions.check_session,
+    "ai_state_save": agent_state.ai_state_save,
+    "ai_state_get": agent_state.ai_state_get,
+    "ai_state_transfer": agent_state.ai_state_transfer,
+    "transfer_ops": handoff.transfer_ops,
+    "acknowledge_handoff": handoff.acknowledge_handoff,
+    "handoff_brief": handoff.handoff_brief,
+    "learn": kv.learn,
+    "recall": kv.recall,
+    "unified_recall": kv.unified_recall,
+    "promote_to_bead": kv.promote_to_bead,
+    "changes_since": changes.changes_since,
 }
 
 assert HANDLERS.keys() == OPERATIONS.keys(), "every operation needs exactly one handler"

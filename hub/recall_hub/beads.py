@@ -107,6 +107,7 @@ async def _after_create(ctx: HubContext, props: dict[str, Any]) -> None:
         vectors = await embed_texts(ctx, [bead_text(props)])
         if await index_beads(ctx, [props], vectors):
             await autolinks.link_similar(ctx, props, vectors[0])
+        await ctx.feed.bead_changed(props["created_by"], None, props)
     except Exception:  # the bead is stored; vectors are repaired on start-up or by `recall reindex`
         log.exception("post-create work for %s incomplete", props["bead_id"])
 
@@ -162,14 +163,14 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
     rows = await ctx.graph.query(
         MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
         f"WITH b, my_groups, {may_modify('b')} AS may "
-        f"WITH b, may, {scope_ok} AS scope_ok "
+        f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before "
         "FOREACH (_ IN CASE WHEN may AND scope_ok THEN [1] ELSE [] END | SET b += $changes) "
-        "RETURN b, may, scope_ok",
+        "RETURN b, may, scope_ok, before",
         {"caller": caller, "bead_id": req.bead_id, "changes": changes},
     )
     if not rows:
         raise NotFound(f"bead {req.bead_id} not found")
-    node, may, scope_ok = rows[0]
+    node, may, scope_ok, before = rows[0]
     if not may:
         raise Forbidden(f"only the creator (or the group's ops) may change bead {req.bead_id}")
     if not scope_ok:
@@ -180,6 +181,7 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
         await index_beads(ctx, [node.properties])
     else:
         await refresh_attributes(ctx, node.properties)
+    await ctx.feed.bead_changed(caller, before, node.properties)
     return bead_from_node(node)
 
 
@@ -187,14 +189,16 @@ async def delete_bead(ctx: HubContext, caller: str, req: DeleteBead) -> Deleted:
     rows = await ctx.graph.query(
         MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
         f"WITH b, {may_modify('b')} AS may "
-        "WITH b, may, b.bead_id AS bead_id, b.vec_scope AS vec_scope "
+        "WITH b, may, properties(b) AS before "
         "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | DETACH DELETE b) "
-        "RETURN may, bead_id, vec_scope",
+        "RETURN may, before",
         {"caller": caller, "bead_id": req.bead_id},
     )
     if not rows:
         raise NotFound(f"bead {req.bead_id} not found")
     if not rows[0][0]:
         raise Forbidden(f"only the creator (or the group's ops) may delete bead {req.bead_id}")
-    await unindex(ctx, {"bead_id": rows[0][1], "vec_scope": rows[0][2]})
+    before = rows[0][1]
+    await unindex(ctx, before)
+    await ctx.feed.bead_changed(caller, before, None)
     return Deleted(bead_id=req.bead_id, deleted=True)

@@ -112,8 +112,9 @@ class DatasetSummary:
     groups: int
     sessions: int
     beads: int
-    follows_from: int
-    related_to: int
+    edges: dict[str, int]
+    """Edges between beads by type, counted in the graph after ingest ("(auto)": made by the hub);
+    the planned RELATED_TO edges when the graph cannot be read."""
     visibility: dict[str, int]
     bead_bytes: tuple[int, int, int]
     """(min, median, max) bytes of title + content."""
@@ -136,11 +137,13 @@ class OpResult:
     result_size: float = 0.0
     result_unit: str = ""
     target_ms: float | None = None
-    graph_ms: list[float] = field(default_factory=list, repr=False)
-    """Per sample: time the hub spent in FalkorDB calls (round trip + result parsing)."""
-    falkordb_ms: list[float] = field(default_factory=list, repr=False)
-    """Per sample: FalkorDB's own reported execution time, summed over the request's queries."""
+    hub_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    """Per bucket of :data:`PROBE_BUCKETS`, per sample: the in-process hub's time there (ms)."""
     graph_queries: float = 0.0
+    """Mean FalkorDB queries per request (in-process hub only)."""
+
+    def hub_p50(self, bucket: str) -> float:
+        return percentile(self.hub_ms.get(bucket, []), 50)
 
     @property
     def n(self) -> int:
@@ -374,8 +377,8 @@ def build_dataset(beads: int, seed: int, tag: str, related_per_bead: float = 2.0
             data.beads.append(data.plan_bead(rng, owner, None, None))
             continue
         session_id = f"s_bench{tag}{len(data.sessions):05d}"
-        options: list[str | None] = [*data.groups_of(owner), None]
-        group_id = rng.choice(options)
+        mine = data.groups_of(owner)
+        group_id = rng.choice(mine) if mine and rng.random() < 0.8 else None
         data.sessions[session_id] = (owner, group_id)
         previous: int | None = None
         for _ in range(min(rng.randint(10, 70), beads - len(data.beads))):
@@ -444,36 +447,79 @@ class SizeTap:
         nc.request = request  # type: ignore[method-assign]
 
 
-class GraphProbe:
-    """Times the in-process hub's FalkorDB calls (instance wrappers; the hub's code is unchanged)."""
+PROBE_BUCKETS = {
+    "graph": "FalkorDB calls: round trip + result parsing in the hub",
+    "graph_rt": "FalkorDB round trips alone (the redis command)",
+    "falkordb": "FalkorDB's own reported execution time",
+    "embed": "the embedder (thread hand-off included)",
+    "vectors": "Redis vector-set calls (VADD, VSIM, ...)",
+}
 
-    def __init__(self, graph: Any) -> None:
-        self.graph = graph
+
+def _falkordb_exec_ms(result: Any) -> float:
+    """FalkorDB's reported execution time (the client's own accessor fails on byte-string stats)."""
+    for stat in getattr(result, "_raw_stats", None) or []:
+        text = stat.decode() if isinstance(stat, bytes) else str(stat)
+        if "internal execution time" in text:
+            with contextlib.suppress(ValueError, IndexError):
+                return float(text.split(": ")[1].split(" ")[0])
+    return 0.0
+
+
+class HubProbe:
+    """Per request, the time the in-process hub spends in FalkorDB, the embedder and the vector sets.
+
+    Instance attributes shadow the methods of the hub's store objects; the hub's code is unchanged
+    and :meth:`detach` restores it. Only meaningful with one request in flight.
+    """
+
+    def __init__(self) -> None:
+        self.ns: dict[str, float] = dict.fromkeys(PROBE_BUCKETS, 0.0)
         self.queries = 0
-        self.total_ns = 0
-        self.server_ms = 0.0
-        self._orig_query = graph._query
-        orig = self._orig_query
+        self._wrapped: list[tuple[Any, str]] = []
 
-        async def _query(*args: Any, **kwargs: Any) -> Any:
+    def wrap(self, obj: Any, name: str, bucket: str, count: bool = False) -> None:
+        original = getattr(obj, name, None)
+        if original is None or not callable(original):
+            return
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter_ns()
-            result = await orig(*args, **kwargs)
-            self.total_ns += time.perf_counter_ns() - t0
-            self.queries += 1
-            with contextlib.suppress(Exception):
-                self.server_ms += float(result.run_time_ms)
+            result = await original(*args, **kwargs)
+            self.ns[bucket] += time.perf_counter_ns() - t0
+            if count:
+                self.queries += 1
+                self.ns["falkordb"] += _falkordb_exec_ms(result) * 1e6
             return result
 
-        graph._query = _query
+        setattr(obj, name, timed)
+        self._wrapped.append((obj, name))
+
+    @classmethod
+    def attach(cls, ctx: Any) -> HubProbe:
+        probe = cls()
+        graph = getattr(getattr(ctx, "graph", None), "graph", None)
+        if graph is not None:
+            probe.wrap(graph, "_query", "graph", count=True)
+            probe.wrap(graph, "execute_command", "graph_rt")
+        embedder = getattr(ctx, "embedder", None)
+        if embedder is not None:
+            probe.wrap(embedder, "embed", "embed")
+        vectors = getattr(ctx, "vectors", None)
+        if vectors is not None:
+            for name in ("add", "search", "remove", "set_attributes", "vector"):
+                probe.wrap(vectors, name, "vectors")
+        return probe
 
     def reset(self) -> None:
+        self.ns = dict.fromkeys(PROBE_BUCKETS, 0.0)
         self.queries = 0
-        self.total_ns = 0
-        self.server_ms = 0.0
 
     def detach(self) -> None:
-        with contextlib.suppress(AttributeError):
-            del self.graph._query  # the class method shows through again
+        for obj, name in reversed(self._wrapped):
+            with contextlib.suppress(AttributeError):
+                delattr(obj, name)
+        self._wrapped.clear()
 
 
 # --- the workload ----------------------------------------------------------------------------
@@ -665,8 +711,15 @@ async def _ingest(
         await w.clients[ops].create_group(f"bench group {group_id}", group_id=group_id)
         for agent in agents:
             await w.clients[ops].add_member(group_id, agent)
-    order = list(range(len(data.beads)))
-    Random(config.seed + 4).shuffle(order)  # agents write at once, not one session after another
+    # Every identity writes at once, each session in its own order: round-robin over the sessions in
+    # a shuffled order, so two beads of one session are never in flight together and the hub's
+    # automatic FOLLOWS_FROM chains follow the planned order.
+    runs: dict[str | int, list[int]] = {}
+    for i, plan in enumerate(data.beads):
+        runs.setdefault(plan.session_id if plan.session_id is not None else i, []).append(i)
+    queues = list(runs.values())
+    Random(config.seed + 4).shuffle(queues)
+    order = [q[k] for k in range(max(map(len, queues), default=0)) for q in queues if k < len(q)]
 
     async def create(k: int) -> None:
         i = order[k]
@@ -675,23 +728,23 @@ async def _ingest(
         w.bead_ids[i] = bead.bead_id
 
     beads = await _pool(len(order), config.concurrency, create, progress, "ingest beads")
-    edges = [(a, b, "FOLLOWS_FROM") for a, b in data.follows_from]
-    edges += [(a, b, "RELATED_TO") for a, b in data.related_to]
-    Random(config.seed + 5).shuffle(edges)
-    edges = [e for e in edges if e[0] in w.bead_ids and e[1] in w.bead_ids]
+    # FOLLOWS_FROM is the hub's own automatic link on create; the bench adds the RELATED_TO edges.
+    edges = [(a, b) for a, b in data.related_to if a in w.bead_ids and b in w.bead_ids]
 
     async def link(k: int) -> None:
-        a, b, rel = edges[k]
-        props: dict[str, Any] = {"strength": 0.5} if rel == "RELATED_TO" else {}
-        await w.clients[data.beads[a].creator].add_relationship(w.bead_ids[a], w.bead_ids[b], rel, **props)
+        a, b = edges[k]
+        strength = round(0.3 + 0.7 * ((a * 7919 + b) % 100) / 100, 2)
+        await w.clients[data.beads[a].creator].add_relationship(
+            w.bead_ids[a], w.bead_ids[b], "RELATED_TO", strength=strength
+        )
 
     links = await _pool(len(edges), config.concurrency, link, progress, "ingest edges")
-    beads.name, links.name = "beads (create_bead)", "edges (add_relationship)"
+    beads.name, links.name = "beads (create_bead)", "edges (add_relationship, RELATED_TO)"
     return [beads, links]
 
 
 async def _measure(
-    w: Workload, specs: list[LatencyOp], probe: GraphProbe | None, progress: ProgressFn | None
+    w: Workload, specs: list[LatencyOp], probe: HubProbe | None, progress: ProgressFn | None
 ) -> list[OpResult]:
     config = w.config
     results = [
@@ -727,8 +780,8 @@ async def _measure(
                 res.samples_ms.append((time.perf_counter_ns() - t0) / 1e6)
                 sizes[k].append((w.tap.last_request, w.tap.last_reply, size))
                 if probe is not None and probe.queries:
-                    res.graph_ms.append(probe.total_ns / 1e6)
-                    res.falkordb_ms.append(probe.server_ms)
+                    for bucket, ns in probe.ns.items():
+                        res.hub_ms.setdefault(bucket, []).append(ns / 1e6)
                     res.graph_queries += probe.queries
         if progress is not None:
             progress(f"latency round {r + 1}/{rounds} done")
@@ -737,8 +790,8 @@ async def _measure(
             res.request_bytes = _median_int([g[0] for g in got])
             res.reply_bytes = _median_int([g[1] for g in got])
             res.result_size = sum(g[2] for g in got) / len(got)
-        if res.graph_ms:
-            res.graph_queries /= len(res.graph_ms)
+        if res.hub_ms:
+            res.graph_queries /= len(res.hub_ms["graph"])
     return results
 
 
@@ -782,7 +835,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
                 raise ValueError("give nats_url (and falkordb_url for an in-process hub), or no URL at all")
             falkordb_url = falkordb_url or redis_url
             redis_url = redis_url or falkordb_url
-        probe: GraphProbe | None = None
+        probe: HubProbe | None = None
         if config.in_process_hub:
             assert falkordb_url is not None and redis_url is not None
             settings = HubSettings(
@@ -791,7 +844,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             service = await cleanup.enter_async_context(running_hub(settings))
             if config.graph_name is None and config.nats_url is not None:
                 cleanup.push_async_callback(_delete_graph, falkordb_url, graph_name)
-            probe = GraphProbe(service.ctx.graph.graph)
+            probe = HubProbe.attach(service.ctx)
             cleanup.callback(probe.detach)
             setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
         else:
@@ -816,6 +869,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         w = Workload(config, data, rng, clients, caller, tap, {}, [], queries, nats_url, cleanup)
 
         ingest = await _ingest(w, say)
+        edge_counts = await _edge_counts(falkordb_url, graph_name) if config.in_process_hub else None
         visible_plans = data.visible_to(caller)
         w.visible = [w.bead_ids[i] for i in visible_plans if i in w.bead_ids]
         if not w.visible:
@@ -824,7 +878,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         say("timing operations one request at a time")
         measured = await _measure(w, FLOORS + LATENCY_OPS, probe, say)
         machine = await _machine(clients[caller].nc, falkordb_url)
-        summary = _summary(data, caller, len(visible_plans), queries)
+        summary = _summary(data, caller, len(visible_plans), queries, edge_counts)
     return BenchReport(
         config=config,
         machine=machine,
@@ -839,6 +893,27 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
     )
 
 
+async def _edge_counts(url: str | None, graph_name: str) -> dict[str, int] | None:
+    """Edges between beads by type, as stored; hub-made ones (auto-links) counted apart."""
+    if url is None:
+        return None
+    import redis.asyncio
+
+    client = redis.asyncio.Redis.from_url(url, decode_responses=True)
+    query = (
+        "MATCH (:Bead)-[r]->(:Bead) "
+        "RETURN type(r) + CASE WHEN r.metadata CONTAINS '\"auto\"' THEN ' (auto)' ELSE '' END, count(r)"
+    )
+    try:
+        reply = await client.execute_command("GRAPH.RO_QUERY", graph_name, query)  # type: ignore[no-untyped-call]
+        return {str(kind): int(count) for kind, count in reply[1]}
+    except Exception as exc:
+        log.warning("could not count the edges of %s: %s", graph_name, exc)
+        return None
+    finally:
+        await client.aclose()
+
+
 async def _delete_graph(url: str, graph_name: str) -> None:
     import redis.asyncio
 
@@ -851,7 +926,9 @@ async def _delete_graph(url: str, graph_name: str) -> None:
         await client.aclose()
 
 
-def _summary(data: Dataset, caller: str, caller_visible: int, queries: list[str]) -> DatasetSummary:
+def _summary(
+    data: Dataset, caller: str, caller_visible: int, queries: list[str], edges: dict[str, int] | None
+) -> DatasetSummary:
     visibility: dict[str, int] = {}
     for b in data.beads:
         visibility[b.visibility] = visibility.get(b.visibility, 0) + 1
@@ -872,8 +949,7 @@ def _summary(data: Dataset, caller: str, caller_visible: int, queries: list[str]
         groups=len(data.groups),
         sessions=len(data.sessions),
         beads=len(data.beads),
-        follows_from=len(data.follows_from),
-        related_to=len(data.related_to),
+        edges=edges or {"RELATED_TO (planned)": len(data.related_to)},
         visibility=visibility,
         bead_bytes=(sizes[0], sizes[len(sizes) // 2], sizes[-1]) if sizes else (0, 0, 0),
         vocabulary=len(data.vocabulary),
@@ -955,15 +1031,15 @@ def _header_lines(report: BenchReport) -> list[str]:
         f"{d.visibility.get(v, 0) * 100 / max(1, d.beads):.0f}% {v}" for v in ("group", "private", "global")
     )
     libs = ", ".join(f"{k} {v}" for k, v in m.libraries.items())
+    edges = ", ".join(f"{n:,} {t}" for t, n in sorted(d.edges.items()))
     floor = report.floor
     return [
         f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}",
         f"Software: {m.python}; nats-server {m.nats_server}; redis {m.redis} + FalkorDB {m.falkordb}; {libs}",
         f"Setup: {report.setup}",
         f"Data: {d.beads:,} beads by {d.identities} identities in {d.groups} groups and "
-        f"{d.sessions} sessions ({vis}); {d.follows_from + d.related_to:,} edges "
-        f"({d.follows_from:,} FOLLOWS_FROM session chains, "
-        f"{d.related_to:,} RELATED_TO); title+content {d.bead_bytes[0]}-{d.bead_bytes[2]} B "
+        f"{d.sessions} sessions ({vis}); {sum(d.edges.values()):,} edges ({edges}); "
+        f"title+content {d.bead_bytes[0]}-{d.bead_bytes[2]} B "
         f"(median {d.bead_bytes[1]} B) from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
         f"Queries: 1-3 words; median {d.query_matches[0]:,} beads of the store match one (p90 "
         f"{d.query_matches[1]:,}); the caller {d.caller} may see {d.caller_visible:,} beads",
@@ -973,17 +1049,23 @@ def _header_lines(report: BenchReport) -> list[str]:
         f"Floor: bare NATS request/reply to a plain nats-py echo responder through the same nats-server and "
         f"client connection; request {floor.request_bytes} B, reply {floor.reply_bytes} B "
         "(the median get_bead request and reply)",
-        "Graph: time the hub spent in FalkorDB calls per request (round trip + parsing; p50), and "
-        "FalkorDB's own execution time (p50)",
         f"Run: {report.started_at:%Y-%m-%d %H:%M} UTC, {report.duration_s:.0f} s; command: {report.command}",
     ]
 
 
 _LATENCY_COLUMNS = [
-    "operation", "n", "p50 ms", "p95 ms", "p99 ms", "x floor", "req B", "reply B",
-    "result", "graph ms", "falkordb ms", "queries", "seed target", "errors",
+    "operation", "n", "p50 ms", "p95 ms", "p99 ms", "x floor", "req B", "reply B", "result", "seed target",
+    "errors",
+]
+_BREAKDOWN_COLUMNS = [
+    "operation", "mean ms", "queries", "graph ms", "falkordb exec", "client parse", "embed ms", "vectors ms",
+    "rest ms",
 ]
 _INGEST_COLUMNS = ["ingest", "count", "seconds", "per second", "p50 ms", "p99 ms", "errors"]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
 
 
 def _latency_rows(report: BenchReport) -> list[list[str]]:
@@ -1005,11 +1087,31 @@ def _latency_rows(report: BenchReport) -> list[list[str]]:
             str(r.request_bytes),
             str(r.reply_bytes),
             result,
-            _ms(percentile(r.graph_ms, 50)),
-            _ms(percentile(r.falkordb_ms, 50)),
-            f"{r.graph_queries:.1f}" if r.graph_ms else "-",
             target,
             str(r.errors),
+        ])
+    return rows
+
+
+def _breakdown_rows(report: BenchReport) -> list[list[str]]:
+    """Means per request, so the parts add up: rest = NATS, (de)serialisation and the event loop."""
+    rows = []
+    for r in report.ops:
+        if not r.hub_ms:
+            continue
+        total = _mean(r.samples_ms)
+        graph, rt = _mean(r.hub_ms["graph"]), _mean(r.hub_ms["graph_rt"])
+        embed, vectors = _mean(r.hub_ms["embed"]), _mean(r.hub_ms["vectors"])
+        rows.append([
+            r.name,
+            _ms(total),
+            f"{r.graph_queries:.1f}",
+            _ms(graph),
+            _ms(_mean(r.hub_ms["falkordb"])),
+            _ms(graph - rt),
+            _ms(embed),
+            _ms(vectors),
+            _ms(total - graph - embed - vectors),
         ])
     return rows
 
@@ -1046,7 +1148,18 @@ def render(report: BenchReport) -> str:
     out += ["", *_table(_INGEST_COLUMNS, _ingest_rows(report))]
     out += ["", *_table(_LATENCY_COLUMNS, _latency_rows(report))]
     out += ["", "x floor = the operation's p50 / the floor's p50; seed target is judged on p99."]
+    breakdown = _breakdown_rows(report)
+    if breakdown:
+        out += ["", "Where the time goes (in-process hub; means per request):"]
+        out += ["", *_table(_BREAKDOWN_COLUMNS, breakdown), "", *BREAKDOWN_NOTE]
     return "\n".join(out)
+
+
+BREAKDOWN_NOTE = [
+    "graph = FalkorDB calls as the hub sees them (round trip + parsing), of which falkordb exec is the",
+    "server's own execution time and client parse the falkordb-py result parsing; rest = the total minus",
+    "graph, embed and vectors: NATS, pydantic (de)serialisation, visibility/ranking code and the event loop.",
+]
 
 
 def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -1065,4 +1178,8 @@ def markdown(report: BenchReport) -> str:
     out += ["", *_md_table(_INGEST_COLUMNS, _ingest_rows(report))]
     out += ["", *_md_table(_LATENCY_COLUMNS, _latency_rows(report))]
     out += ["", "x floor = the operation's p50 / the floor's p50; seed target is judged on p99."]
+    breakdown = _breakdown_rows(report)
+    if breakdown:
+        out += ["", "Where the time goes (in-process hub; means per request):"]
+        out += ["", *_md_table(_BREAKDOWN_COLUMNS, breakdown), "", " ".join(BREAKDOWN_NOTE)]
     return "\n".join(out) + "\n"

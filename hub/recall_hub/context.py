@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+
+from .audit import AuditLog
 from .config import HubSettings
 from .embedders import Embedder, make_embedder
+from .feed import ChangeFeed
 from .graph import GraphStore
 from .vectors import VectorStore
 
@@ -14,24 +18,34 @@ from .vectors import VectorStore
 class HubContext:
     settings: HubSettings
     graph: GraphStore
+    redis: Redis
     embedder: Embedder
     vectors: VectorStore
+    feed: ChangeFeed
+    audit: AuditLog
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
         graph = GraphStore(settings.falkordb_url, settings.graph_name)
         await graph.ensure_schema()
+        redis = Redis.from_url(settings.redis_url)
         if embedder is None:
             embedder = make_embedder(settings.embedder)
             await embedder.warmup()  # type: ignore[attr-defined]
         vectors = VectorStore(
-            settings.redis_url,
-            f"{settings.graph_name}/{embedder.model_id}",
-            quantization=settings.vector_quantization,
+            redis, f"{settings.graph_name}/{embedder.model_id}", quantization=settings.vector_quantization
         )
-        return cls(settings=settings, graph=graph, embedder=embedder, vectors=vectors)
+        return cls(
+            settings=settings,
+            graph=graph,
+            redis=redis,
+            embedder=embedder,
+            vectors=vectors,
+            feed=ChangeFeed(redis, graph),
+            audit=AuditLog(redis),
+        )
 
     async def aclose(self) -> None:
         await self.graph.aclose()
-        await self.vectors.aclose()
+        await self.redis.aclose()
         await self.embedder.aclose()

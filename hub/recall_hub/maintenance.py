@@ -17,8 +17,8 @@ from recall_schemas import (
 
 from .context import HubContext
 from .records import bead_from_node
-from .timeutil import now_ms
 from .search import my_groups
+from .timeutil import now_ms
 from .vectors import caller_scopes
 from .visibility import MY_GROUPS, may_modify, visible
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from falkordb import Edge, Node
@@ -24,7 +25,10 @@ def content_hash(content: str) -> str:
 
 
 def bead_from_node(node: Node) -> MemoryBead:
-    p = node.properties
+    return bead_from_props(node.properties)
+
+
+def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
     return MemoryBead(
         bead_id=p["bead_id"],
         title=p["title"],

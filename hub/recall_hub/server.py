@@ -13,6 +13,7 @@ from nats.aio.client import Client as NATS
 from .config import HubSettings
 from .context import HubContext
 from .embedding_index import repair
+from .event_consumer import EventConsumer
 from .transport import HubService
 
 log = logging.getLogger(__name__)
@@ -43,14 +44,18 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     ctx = await HubContext.connect(settings)
     nc = await connect_nats(settings)
     service = HubService(ctx, nc)
+    consumer = EventConsumer(ctx, nc)
+    service.events = consumer
     # Beads whose vector write failed (or that predate this model) are embedded in the background
     # while the hub already serves; `service.repaired` lets callers wait for it.
     service.repaired = asyncio.create_task(repair(ctx))
     try:
         await service.start()
+        await consumer.start()
         yield service
     finally:
         service.repaired.cancel()
+        await consumer.stop()
         await service.stop()
         await nc.drain()
         await ctx.aclose()

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import re
 import uuid
+from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.micro import ServiceConfig, add_service
@@ -29,6 +30,7 @@ from recall_schemas.ids import AI_ID_PATTERN
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject
 
 from .api import dispatch
+from .audit import bead_ids_of
 from .context import HubContext
 
 log = logging.getLogger(__name__)
@@ -67,11 +69,17 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> byte
             f"payload of {len(payload)} bytes exceeds the limit of {ctx.settings.max_payload_bytes}"
         )
     operation = OPERATIONS[op]
+    request = None
     try:
-        request = operation.request.model_validate_json(payload or b"{}")
-    except ValidationError as exc:
-        raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
-    reply = await dispatch(ctx, caller, op, request)
+        try:
+            request = operation.request.model_validate_json(payload or b"{}")
+        except ValidationError as exc:
+            raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
+        reply = await dispatch(ctx, caller, op, request)
+    except RecallError as exc:
+        await ctx.audit.record(caller, op, False, exc.code.value, bead_ids_of(request))
+        raise
+    await ctx.audit.record(caller, op, True, "ok", bead_ids_of(request, reply))
     return reply.model_dump_json().encode()
 
 
@@ -86,8 +94,11 @@ class HubService:
         self._slots = asyncio.Semaphore(ctx.settings.max_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self.repaired: asyncio.Task[int] | None = None
+        self.events: Any = None
+        """The process's EventConsumer, once running."""
 
     async def start(self) -> None:
+        self.ctx.feed.notifier = self.nc.publish
         self._service = await add_service(
             self.nc,
             ServiceConfig(

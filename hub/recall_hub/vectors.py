@@ -80,8 +80,8 @@ class VectorHit:
 
 
 class VectorStore:
-    def __init__(self, url: str, model_id: str, quantization: str = "Q8", ef: int = 200) -> None:
-        self.redis = Redis.from_url(url)
+    def __init__(self, redis: Redis, model_id: str, quantization: str = "Q8", ef: int = 200) -> None:
+        self.redis = redis
         self.model_id = model_id
         self.quantization = quantization
         self.ef = ef
@@ -161,8 +161,6 @@ class VectorStore:
             dropped += int(await self.redis.delete(key))
         return dropped
 
-    async def aclose(self) -> None:
-        await self.redis.aclose()
 
 
 def _attributes_json(attributes: Mapping[str, Any]) -> str:

@@ -1,5 +1,7 @@
 """Nexus Recall wire contract."""
 
+from . import coordination, events
+from .coordination import *  # noqa: F403
 from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
 from .errors import (
     Conflict,

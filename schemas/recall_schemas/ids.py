@@ -22,6 +22,9 @@ AiId = Annotated[str, StringConstraints(pattern=rf"^[oa]_{_BODY}$")]
 """An AI identity: an ops (`o_…`) or an agent (`a_…`)."""
 
 AI_ID_PATTERN = rf"^[oa]_{_BODY}$"
+ServiceId = Annotated[str, StringConstraints(pattern=rf"^svc_{_BODY}$")]
+"""A service that publishes events (e.g. session events on behalf of agents); never a caller of the API."""
+SERVICE_ID_PATTERN = rf"^svc_{_BODY}$"
 
 
 def new_id(kind: str) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from . import coordination as c
 from . import requests as r
 from .models import Group, MemoryBead, Relationship, Subgraph
 
@@ -48,5 +49,21 @@ OPERATIONS: dict[str, Operation] = {
         Operation("remove_member", r.RemoveMember, Group, "Remove a member (ops only)"),
         Operation("list_members", r.ListMembers, Group, "A group and its members (members only)"),
         Operation("list_groups", r.ListGroups, r.GroupList, "The caller's groups"),
+        Operation("get_session", c.GetSession, c.Session, "A session's owner, group and state"),
+        Operation(
+            "migrate_session_with_memories", c.MigrateSession, c.MigrationResult, "Move a session's beads, atomically"
+        ),
+        Operation("check_session", c.CheckSession, c.IntegrityReport, "Session integrity, memories included"),
+        Operation("ai_state_save", c.SaveAIState, c.AIState, "Save the caller's todos, notes and summary"),
+        Operation("ai_state_get", c.GetAIState, c.AIState, "The caller's saved state"),
+        Operation("ai_state_transfer", c.TransferAIState, c.AIState, "Hand the caller's state to a group peer"),
+        Operation("transfer_ops", c.TransferOps, c.Handoff, "Hand the ops role over, with context, atomically"),
+        Operation("acknowledge_handoff", c.AcknowledgeHandoff, c.Handoff, "The new ops accepts a handoff"),
+        Operation("handoff_brief", c.GetHandoffBrief, c.HandoffBrief, "What a new ops needs to know"),
+        Operation("learn", c.Learn, c.KVEntry, "Remember a value under a key (private key-value memory)"),
+        Operation("recall", c.Recall, c.KVEntry, "The value learnt under a key"),
+        Operation("unified_recall", c.UnifiedRecall, c.UnifiedRecallResult, "Key-value memory and beads at once"),
+        Operation("promote_to_bead", c.PromoteToBead, MemoryBead, "Turn a key-value memory into a bead"),
+        Operation("changes_since", c.ChangesSince, c.ChangeBatch, "Replay a group's bead changes from a cursor"),
     )
 }

@@ -32,3 +32,35 @@ def caller_of(subject: str) -> str:
 def inbox_prefix(caller: str) -> str:
     """The private reply-inbox prefix of an identity."""
     return f"_INBOX.{caller}"
+
+
+EVENT_ROOT = f"recall.{API_VERSION}.evt"
+NOTIFY_ROOT = f"recall.{API_VERSION}.notify"
+DEAD_LETTER_ROOT = f"recall.{API_VERSION}.dlq"
+
+EVENTS_STREAM = "RECALL_EVENTS"
+"""JetStream stream of ``recall.v1.evt.>``: session, group and ops events published by agents and services."""
+DEAD_LETTER_STREAM = "RECALL_DLQ"
+"""JetStream stream of ``recall.v1.dlq.>``: events that can never apply, with their reason."""
+HUB_EVENTS_CONSUMER = "recall-hub-events"
+
+
+def event_subject(publisher: str, kind: str) -> str:
+    """Where ``publisher`` emits an event of ``kind`` (e.g. ``session.started``)."""
+    return f"{EVENT_ROOT}.{publisher}.{kind}"
+
+
+def event_publisher_of(subject: str) -> str:
+    parts = subject.split(".")
+    if len(parts) < 6 or ".".join(parts[:3]) != EVENT_ROOT:
+        raise ValueError(f"not an event subject: {subject!r}")
+    return parts[3]
+
+
+def notify_subject(ai_id: str) -> str:
+    """An identity's own notification subject (change feed, handoff briefs)."""
+    return f"{NOTIFY_ROOT}.{ai_id}"
+
+
+def dead_letter_subject(kind: str) -> str:
+    return f"{DEAD_LETTER_ROOT}.{kind}"

@@ -30,8 +30,13 @@ class EmbedderError(RuntimeError):
 class EmbedderUnavailableError(EmbedderError):
     """The embedding backend failed or did not answer in time (HTTP error, timeout, bad reply).
 
-    The hub maps this to its "unavailable" error: retrying later may succeed.
+    The hub maps this to its "unavailable" error: retrying later may succeed. ``status_code`` is the
+    HTTP status when the endpoint answered with an error, else ``None``.
     """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 @runtime_checkable

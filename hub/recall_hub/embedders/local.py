@@ -72,7 +72,11 @@ class _Loaded:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2, int8 ONNX, CPU. ``model_id`` is ``local:all-MiniLM-L6-v2-int8``, dim 384."""
+    """all-MiniLM-L6-v2, int8 ONNX, CPU. ``model_id`` is ``local:all-MiniLM-L6-v2-int8``, dim 384.
+
+    ``model_path``/``tokenizer_path`` replace the packaged files (pass ``model_id`` too if the model
+    differs); ``max_tokens`` other than 256 changes ``model_id``.
+    """
 
     def __init__(
         self,
@@ -82,6 +86,7 @@ class LocalEmbedder:
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        model_id: str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -92,6 +97,10 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.threads = threads
         self.max_tokens = max_tokens
+        if model_id is None:
+            # A different truncation gives different vectors for long texts: a different space.
+            model_id = LOCAL_MODEL_ID if max_tokens == DEFAULT_MAX_TOKENS else f"{LOCAL_MODEL_ID}:max{max_tokens}"
+        self._model_id = model_id
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._loaded: _Loaded | None = None
@@ -104,7 +113,7 @@ class LocalEmbedder:
 
     @property
     def model_id(self) -> str:
-        return LOCAL_MODEL_ID
+        return self._model_id
 
     @property
     def dim(self) -> int:

@@ -139,8 +139,10 @@ class OpenAIEmbedder:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _fail(self, what: str) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(f"embedding endpoint {self.base_url} (model {self.model!r}) {what}")
+    def _fail(self, what: str, status_code: int | None = None) -> EmbedderUnavailableError:
+        return EmbedderUnavailableError(
+            f"embedding endpoint {self.base_url} (model {self.model!r}) {what}", status_code=status_code
+        )
 
     async def _embed_batch(self, batch: list[str]) -> np.ndarray:
         import openai
@@ -159,7 +161,7 @@ class OpenAIEmbedder:
         except TimeoutError as exc:
             raise self._fail(f"did not answer within {self._deadline_s:g}s (retries included)") from exc
         except openai.APIStatusError as exc:
-            raise self._fail(f"answered HTTP {exc.status_code}: {exc.message}") from exc
+            raise self._fail(f"answered HTTP {exc.status_code}: {exc.message}", exc.status_code) from exc
         except openai.APIConnectionError as exc:
             raise self._fail(f"cannot be reached: {exc}") from exc
         except openai.OpenAIError as exc:

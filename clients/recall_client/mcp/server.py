@@ -1,0 +1,298 @@
+"""``recall-mcp``: the Nexus Recall MCP sidecar.
+
+One sidecar runs per agent, as that agent's AI id: every tool call is one request to the hub over NATS
+under that identity (so the hub, not the sidecar, decides what the agent may see), and the sidecar
+keeps no memory of its own. Transports: stdio (default) and streamable HTTP (``--http``).
+
+    recall-mcp --ai-id a_worker1 --nats nats://127.0.0.1:4222            # stdio
+    recall-mcp --ai-id a_worker1 --http --port 8765                      # http://127.0.0.1:8765/mcp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from pydantic import ValidationError
+from recall_schemas import (
+    BeadList,
+    ErrorCode,
+    GetByGroup,
+    GetRecent,
+    GroupList,
+    InvalidRequest,
+    ListGroups,
+    MemoryBead,
+    RecallError,
+)
+
+from .link import HubLink
+from .tools import annotations, describe_error, describe_validation, make_tool, tool_specs
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "nexus-recall"
+DEFAULT_HTTP_PORT = 8765
+RECENT_LIMIT = 20
+
+INSTRUCTIONS = """\
+Nexus Recall is the durable memory you share with the other agents of your groups. It outlives this
+conversation. Before starting a task, load what is known (`context` or `search_beads`); while working,
+store decisions (with their reasons), findings and handoff notes (`create_bead`), one idea per bead, and
+share them with your group (visibility='group', group_id from `list_groups`). Beads you may not see
+behave exactly like missing ones. Never store secrets."""
+
+
+def _version() -> str:
+    try:
+        return version("recall-client")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
+def render_bead(bead: MemoryBead) -> str:
+    """One bead as a few lines of text (the hub's context layout)."""
+    header = (
+        f"[{bead.bead_type.value} | {bead.provenance.value} | importance {bead.importance} | "
+        f"{bead.created_at.date().isoformat()} | by {bead.created_by} | {bead.visibility.value} | {bead.bead_id}]"
+    )
+    body = bead.content if bead.content and bead.content != bead.title else ""
+    return f"{header} {bead.title}" + (f"\n{body}" if body else "")
+
+
+def render_beads(heading: str, beads: Sequence[MemoryBead]) -> str:
+    if not beads:
+        return f"# {heading}\n\nNo memories yet."
+    return f"# {heading}\n\n" + "\n\n".join(render_bead(b) for b in beads)
+
+
+def memory_guide(ai_id: str, groups: str, task: str | None) -> str:
+    task_line = f"\nYour task: {task}\nStart with `context(query=<the task>)`.\n" if task else ""
+    return f"""\
+You have a shared, durable memory: the Nexus Recall hub. You act in it as {ai_id}; what you may see is
+decided by the hub, never by you. {groups}
+{task_line}
+How to use it well:
+
+1. Recall before you act. Call `context` with the task as the query to load the most relevant memory
+   within a token budget, or `search_beads` when you need individual beads and scores. Use `why` to
+   learn what led to a decision or what followed it; `get_recent` for what changed lately.
+2. Store what others (or a later you) will need: decisions with their reasons, findings, facts you
+   verified, open questions, todos, handoff notes. One idea per bead; a specific, searchable title;
+   the detail in content; a bead_type; importance 5 for normal, 8+ only for what must not be missed;
+   a few tags. Set provenance to 'observed' for what you saw yourself (command output, a test run).
+3. Choose visibility on purpose: 'private' (the default) for scratch notes, 'group' with the group_id
+   to share with your team, 'global' only for what every agent on the hub should know.
+4. Do not duplicate. Search first; if a memory exists, update_bead it. When a decision changes, store
+   the new one and link it with add_relationship(new, old, 'UPDATES') so the history stays.
+5. Connect memories: PART_OF for pieces of an investigation, FOLLOWS_FROM for cause and effect.
+   The hub already links beads of one session in order and links similar beads.
+6. Keep it clean: archive what no longer holds (update_bead status='archived') rather than delete it;
+   use deduplicate_beads to review duplicates. Never store secrets, credentials or personal data.
+7. When a tool reports `unavailable` or `timeout`, the hub is unreachable: continue your work and
+   retry the memory call later. `not_found` means the bead does not exist or you may not see it.
+"""
+
+
+def build_server(link: HubLink) -> MCPServer[Any]:
+    """The MCP server of one agent: a tool per hub operation, resources over the agent's groups and
+    recent memory, and a prompt on how to use memory well. Every call goes to the hub through ``link``."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        try:
+            yield None
+        finally:
+            await link.close()
+
+    server: MCPServer[Any] = MCPServer(
+        SERVER_NAME,
+        title="Nexus Recall",
+        description="Shared, visibility-enforced memory for groups of AI agents",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=lifespan,
+        log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),  # type: ignore[arg-type]
+    )
+    for spec in tool_specs():
+        server.add_tool(
+            make_tool(spec, link),
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            annotations=annotations(spec),
+            structured_output=True,
+        )
+
+    async def read(op: str, request: Any, reply: Any) -> Any:
+        try:
+            return await link.call(op, request, reply)
+        except RecallError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                raise ResourceNotFoundError(describe_error(exc)) from None
+            raise ResourceError(describe_error(exc)) from None
+
+    @server.resource(
+        "recall://groups",
+        name="groups",
+        title="My groups",
+        description="The groups this agent belongs to, with members and roles (JSON).",
+        mime_type="application/json",
+    )
+    async def groups() -> str:
+        reply: GroupList = await read("list_groups", ListGroups(), GroupList)
+        return json.dumps(reply.model_dump(mode="json")["groups"], indent=1)
+
+    @server.resource(
+        "recall://recent",
+        name="recent",
+        title="My recent memory",
+        description=f"The {RECENT_LIMIT} newest memories this agent may see (private, group and global).",
+        mime_type="text/markdown",
+    )
+    async def recent() -> str:
+        reply: BeadList = await read("get_recent", GetRecent(limit=RECENT_LIMIT), BeadList)
+        return render_beads(f"Recent memory of {link.ai_id}", reply.beads)
+
+    @server.resource(
+        "recall://groups/{group_id}/recent",
+        name="group_recent",
+        title="Recent group memory",
+        description=f"The {RECENT_LIMIT} newest memories of one of this agent's groups (see recall://groups).",
+        mime_type="text/markdown",
+    )
+    async def group_recent(group_id: str) -> str:
+        try:
+            request = GetByGroup(group_id=group_id, limit=RECENT_LIMIT)
+        except ValidationError as exc:
+            raise ResourceNotFoundError(describe_validation(exc)) from None
+        reply: BeadList = await read("get_by_group", request, BeadList)
+        return render_beads(f"Recent memory of group {group_id}", reply.beads)
+
+    @server.prompt(
+        name="use_memory",
+        title="How to use shared memory",
+        description="Guidance for an agent on recalling, storing and sharing memory with Nexus Recall; "
+        "optionally for a given task.",
+    )
+    async def use_memory(task: str | None = None) -> str:
+        try:
+            found = (await link.call("list_groups", ListGroups(), GroupList)).groups
+        except RecallError as exc:
+            groups = f"(Your groups could not be listed just now: {describe_error(exc)}.)"
+        else:
+            if found:
+                names = ", ".join(
+                    f"{g.group_id} '{g.name}' as {next((m.role.value for m in g.members if m.ai_id == link.ai_id), '?')}"
+                    for g in found
+                )
+                groups = f"Your groups: {names}."
+            else:
+                groups = "You belong to no group yet, so only your private and global memories exist for you."
+        return memory_guide(link.ai_id, groups, task)
+
+    return server
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+
+class _OneLineErrors(logging.Filter):
+    """nats-py logs every failed (re)connect attempt with a traceback; one line each is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage()}: {record.exc_info[1]!r}"
+            record.args = None
+            record.exc_info = None
+        return True
+
+
+def configure_logging(level: str) -> None:
+    """Everything to stderr: under stdio, stdout carries the protocol and nothing else."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_OneLineErrors())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(
+        prog="recall-mcp",
+        description="Nexus Recall MCP sidecar: an MCP server that forwards every call to the hub over NATS "
+        "as one agent. Flags override RECALL_* environment variables.",
+    )
+    parser.add_argument("--ai-id", default=env("RECALL_AI_ID"), help="the agent's AI id, o_… or a_… [RECALL_AI_ID]")
+    parser.add_argument(
+        "--nats", default=env("RECALL_NATS_URL", "nats://127.0.0.1:4222"), help="NATS server URL [RECALL_NATS_URL]"
+    )
+    parser.add_argument("--creds", default=env("RECALL_NATS_CREDS"), help="NATS credentials file [RECALL_NATS_CREDS]")
+    parser.add_argument("--user", default=env("RECALL_NATS_USER"), help="NATS user [RECALL_NATS_USER]")
+    parser.add_argument(
+        "--password", default=env("RECALL_NATS_PASSWORD"), help="NATS password [RECALL_NATS_PASSWORD]"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=float(env("RECALL_TIMEOUT", "5")), help="seconds per hub request [5]"
+    )
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", default=env("RECALL_MCP_HOST", "127.0.0.1"), help="HTTP bind address [127.0.0.1]")
+    parser.add_argument(
+        "--port", type=int, default=int(env("RECALL_MCP_PORT", str(DEFAULT_HTTP_PORT))), help="HTTP port [8765]"
+    )
+    parser.add_argument("--path", default="/mcp", help="HTTP endpoint path [/mcp]")
+    parser.add_argument(
+        "--log-level",
+        default=env("RECALL_LOG_LEVEL", "WARNING"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="stderr log level [WARNING]",
+    )
+    parser.add_argument("--version", action="version", version=f"recall-mcp {_version()}")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(args.log_level)
+    if not args.ai_id:
+        print("recall-mcp: give the agent's AI id with --ai-id or RECALL_AI_ID", file=sys.stderr)
+        return 2
+    try:
+        link = HubLink(
+            args.ai_id, args.nats, creds=args.creds, user=args.user, password=args.password, timeout=args.timeout
+        )
+    except InvalidRequest as exc:
+        print(f"recall-mcp: {exc.message}", file=sys.stderr)
+        return 2
+    server = build_server(link)
+    log.warning(
+        "recall-mcp %s serving %s as %s via %s",
+        _version(),
+        f"http://{args.host}:{args.port}{args.path}" if args.http else "stdio",
+        args.ai_id,
+        args.nats,
+    )
+    try:
+        if args.http:
+            server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)
+        else:
+            server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,498 @@
+"""MCP tools derived from the wire contract.
+
+Every tool is one hub operation of :data:`recall_schemas.OPERATIONS`. Its parameters are the fields of
+the operation's request model — same names, types, constraints and defaults, so the JSON Schema an
+LLM sees is the wire contract's — and its structured result is the operation's reply model. What is
+written by hand here is only what an LLM needs to use the tool well: the description (what it is for,
+when to prefer it, its limits), parameter descriptions, and behaviour hints. An operation without a
+:class:`ToolSpec` still becomes a tool, described from its operation summary.
+
+To add a tool for a new operation: add its line to ``OPERATIONS`` (the hub and client do that) and a
+``ToolSpec`` to :data:`TOOL_SPECS` below.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from recall_schemas import OPERATIONS, ContextBlock, ErrorCode, RecallError
+
+from .link import HubLink
+
+log = logging.getLogger(__name__)
+
+_Annotated: Any = Annotated  # subscripted at run time with a tuple built from a request model's field
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How one hub operation is offered to an LLM."""
+
+    name: str
+    """The tool name and, unless ``op`` says otherwise, the hub operation."""
+    title: str
+    description: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    """Parameter descriptions for the LLM, by request field; a field's own description is the fallback."""
+    op: str | None = None
+    hidden: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    """Request fields the LLM does not see; the sidecar fills each with the callable's value."""
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    render: Callable[[Any], str] | None = None
+    """Text the LLM reads; default: the reply as compact JSON. The structured result is always the reply."""
+
+    @property
+    def operation(self) -> str:
+        return self.op or self.name
+
+
+# --- shared parameter descriptions -------------------------------------------------------------------
+
+BEAD_ID = "Id of the bead (memory), 'b_' followed by 4–32 lowercase letters/digits, as returned by other tools."
+LIMIT = "Maximum number of results (1–500)."
+FILTERS = (
+    "Optional constraints, all of which must hold: tags (the bead carries every one), bead_types, "
+    "session_id, group_id, created_by (an AI id), visibility, min_importance/max_importance (0–10), "
+    "created_after/created_before (ISO 8601), status ('active'/'archived'; default any, archived rank lower)."
+)
+REL_TYPES = (
+    "Relationship types to follow; empty means all. FOLLOWS_FROM (came after/because of), RELATED_TO "
+    "(about the same thing), UPDATES (supersedes), PART_OF (is a piece of)."
+)
+DIRECTION = "'out' (edges from this bead), 'in' (edges to it) or 'both' (default)."
+GROUP_ID = "Id of the group, 'g_' followed by 4–32 lowercase letters/digits (see list_groups)."
+VISIBILITY = (
+    "Who may read the bead: 'private' (only you; the default), 'group' (current members of group_id; "
+    "needs group_id) or 'global' (every agent on the hub). Enforced by the hub on every read."
+)
+
+
+def _new_idempotency_key() -> str:
+    return f"mcp-{uuid.uuid4().hex}"
+
+
+def render_context(block: ContextBlock) -> str:
+    footer = (
+        f"[context: {len(block.bead_ids)} beads, {block.tokens}/{block.max_tokens} tokens, "
+        f"{block.dropped} relevant beads left out]"
+    )
+    return f"{block.text}\n\n{footer}" if block.text else f"No memory matches this query.\n{footer}"
+
+
+TOOL_SPECS: tuple[ToolSpec, ...] = (
+    # --- beads ---------------------------------------------------------------------------------------
+    ToolSpec(
+        "create_bead",
+        "Remember something",
+        "Store one memory (a 'bead') in the shared Nexus Recall hub, authored by you. Store what should "
+        "outlive this conversation: decisions with their reasons, findings, facts, observations, TODOs, "
+        "handoff notes, summaries. One idea per bead: a specific, searchable title and the details in "
+        "content. Search first (search_beads) so you do not store a duplicate; to revise a memory use "
+        "update_bead, or create the new version and link it with add_relationship(rel_type='UPDATES'). "
+        "Share with your team by visibility='group' and a group_id from list_groups. Never store secrets "
+        "or credentials. Returns the stored bead and its bead_id. Limits: title 512 characters, content "
+        "256 KiB, 32 tags.",
+        params={
+            "title": "Short, specific, searchable summary, e.g. 'Payments retry: 3 tries with 2^n s backoff'.",
+            "content": "The memory in full: details, reasons, evidence, commands, links. Plain text or Markdown.",
+            "bead_type": "Kind of memory: fact, decision, observation, finding, todo, handoff, summary, note, "
+            "question or event.",
+            "importance": "0–10; 5 is normal, 8 or more only for what others must not miss. A bounded ranking "
+            "prior, never a filter.",
+            "tags": "Labels to file the bead under and list it by (get_by_tag), e.g. ['payments', 'retry']. "
+            "Letters, digits and _ . : / - ; at most 32.",
+            "session_id": "Your current work session, 's_…'. Beads of a session are linked in order "
+            "(get_by_session). A session belongs to the agent that first used it.",
+            "subsession_id": "Optional finer label inside the session, e.g. a sub-task name.",
+            "group_id": "Group the bead belongs to (required with visibility='group'); you must be a member.",
+            "visibility": VISIBILITY,
+            "metadata": "Optional JSON object of extra attributes (e.g. {'source': 'docs/api.md'}). Keys "
+            "starting with '_recall' are reserved.",
+            "provenance": "How you know it: 'observed' (seen directly, e.g. command output), 'authored' "
+            "(your own conclusion; default), 'recorded' (copied from a source), 'derived' (inferred or "
+            "summarised). Stronger provenance ranks higher.",
+        },
+        hidden={"idempotency_key": _new_idempotency_key},
+    ),
+    ToolSpec(
+        "get_bead",
+        "Read a memory",
+        "Read one memory in full by its bead_id. A bead you may not see is reported as not found, exactly "
+        "like one that does not exist.",
+        params={"bead_id": BEAD_ID},
+        read_only=True,
+    ),
+    ToolSpec(
+        "update_bead",
+        "Change a memory",
+        "Change fields of an existing bead in place; fields left out of `updates` stay as they are. Only "
+        "the bead's creator (or the ops of its group) may change it. Use it to correct or extend a memory, "
+        "retire it (status='archived': still readable, ranks lower) or share it (visibility='group' with a "
+        "group_id). When a decision is replaced rather than corrected, prefer create_bead plus "
+        "add_relationship(rel_type='UPDATES') so the history stays.",
+        params={
+            "bead_id": BEAD_ID,
+            "updates": "Object with only the fields to change: title, content, bead_type, importance, tags "
+            "(replaces the list), metadata (replaces the object), status ('active'/'archived'), visibility, "
+            "group_id.",
+        },
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "delete_bead",
+        "Delete a memory",
+        "Delete a bead and its relationships for good. Only its creator (or the ops of its group) may. This "
+        "cannot be undone: to retire a memory that may still explain history, prefer "
+        "update_bead(updates={'status': 'archived'}).",
+        params={"bead_id": BEAD_ID},
+        destructive=True,
+        idempotent=True,
+    ),
+    # --- recall --------------------------------------------------------------------------------------
+    ToolSpec(
+        "search_beads",
+        "Search memory",
+        "Find memories by meaning and keywords, best first, among everything you may see: your private "
+        "beads, your groups' beads and global ones. Use it before starting a task, before storing a bead "
+        "(to avoid duplicates), and whenever you need what the team already knows. Hybrid by default: "
+        "keyword and semantic rankings fused, with bounded importance/recency/provenance priors. Each hit "
+        "carries the full bead, a score and how it was ranked. To load context into your prompt within a "
+        "token budget, `context` is cheaper; to follow causes and consequences, use `why`.",
+        params={
+            "query": "What you are looking for, in natural language or keywords (ids and error strings work "
+            "best with mode='keyword').",
+            "limit": LIMIT + " Default 20.",
+            "filters": FILTERS,
+            "mode": "'hybrid' (default; best in general), 'keyword' (exact words, identifiers, error "
+            "messages) or 'vector' (meaning only).",
+            "max_tokens": "Optional token budget: return only the best hits whose beads fit in it.",
+            "use_priors": "Weigh importance, recency, provenance and status into the ranking (bounded). "
+            "False ranks by relevance alone.",
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "context",
+        "Memory context for a task",
+        "The most relevant memory for a query, rendered as one ready-to-read text block that fits a token "
+        "budget — the cheapest way to load what the team knows before acting. Each entry shows its type, "
+        "provenance, importance, date, author and bead_id. Prefer search_beads when you need scores or "
+        "want to act on individual beads.",
+        params={
+            "query": "The task or question the context is for.",
+            "max_tokens": "Token budget of the whole block (16–200000; default 1000).",
+            "filters": FILTERS,
+            "max_per_source": "At most this many beads cut from one source (beads sharing metadata.source, "
+            "e.g. one document), so a single source cannot crowd out the rest (1–50; default 2).",
+        },
+        read_only=True,
+        render=render_context,
+    ),
+    ToolSpec(
+        "why",
+        "Explain the background",
+        "Answer 'why did we…', 'what led to…', 'what happened after…': finds the beads closest in meaning "
+        "to the query (the seeds), then follows typed relationships up to `hops` steps and returns the "
+        "connected subgraph — decisions, causes and follow-ups that a similarity search alone misses. "
+        "Each node has its depth (hops from the nearest seed); edges carry their type.",
+        params={
+            "query": "The topic or question to explain.",
+            "hops": "How many relationship steps to follow from the seeds (0–4; default 2).",
+            "rel_types": REL_TYPES,
+            "seeds": "How many best-matching beads to start from (1–20; default 3).",
+            "limit": "Maximum beads in the returned subgraph (1–500; default 50).",
+            "filters": "Constraints on the seeds. " + FILTERS,
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "find_similar",
+        "Similar memories",
+        "Beads whose meaning is close to a given bead, most similar first (cosine similarity at least "
+        "`threshold`). Use it to spot duplicates or related work before creating, merging or linking.",
+        params={
+            "bead_id": BEAD_ID,
+            "threshold": "Minimum cosine similarity, -1 to 1 (default 0.7; 0.9 or more means near-duplicate).",
+            "limit": "Maximum results (1–500; default 10).",
+        },
+        read_only=True,
+    ),
+    # --- listings ------------------------------------------------------------------------------------
+    ToolSpec(
+        "get_recent",
+        "Recent memories",
+        "The most recently created memories you may see, newest first: a quick 'what happened lately' "
+        "across your private, group and global beads.",
+        params={
+            "limit": "Maximum beads (1–500; default 10).",
+            "since": "Optional ISO 8601 time: only beads created at or after it.",
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "get_by_session",
+        "Memories of a session",
+        "Every bead of one work session that you may see, oldest first: replay a session to resume work "
+        "or to prepare a handoff.",
+        params={"session_id": "Id of the session, 's_…'.", "limit": LIMIT + " Default 100."},
+        read_only=True,
+    ),
+    ToolSpec(
+        "get_by_group",
+        "Memories of a group",
+        "The beads of one of your groups, newest first. Only members may list a group; to anyone else it "
+        "does not exist.",
+        params={"group_id": GROUP_ID, "limit": LIMIT + " Default 100."},
+        read_only=True,
+    ),
+    ToolSpec(
+        "get_by_tag",
+        "Memories with a tag",
+        "The beads you may see that carry a tag, newest first.",
+        params={"tag": "The tag, exactly as stored (case-sensitive).", "limit": LIMIT + " Default 100."},
+        read_only=True,
+    ),
+    # --- relationships -------------------------------------------------------------------------------
+    ToolSpec(
+        "add_relationship",
+        "Link two memories",
+        "Link two beads with a typed, directed edge from_id → to_id: FOLLOWS_FROM (from came after, or "
+        "because of, to), RELATED_TO (both are about the same thing), UPDATES (from supersedes to; to is "
+        "demoted in search but kept for history), PART_OF (from is a piece of to, e.g. a finding of an "
+        "investigation). You must be able to see both beads. The hub already links a new bead FOLLOWS_FROM "
+        "the previous bead of its session and RELATED_TO its most similar beads.",
+        params={
+            "from_id": "The bead the edge starts at. " + BEAD_ID,
+            "to_id": "The bead the edge points to; must differ from from_id.",
+            "rel_type": "FOLLOWS_FROM, RELATED_TO, UPDATES or PART_OF.",
+            "properties": "Optional: strength (0–1), similarity (-1 to 1), replaces (true when from_id "
+            "fully replaces to_id), metadata (JSON object).",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "get_relationships",
+        "Links of a memory",
+        "The edges of one bead — type, direction, properties, who linked them and when — limited to beads "
+        "you may see.",
+        params={
+            "bead_id": BEAD_ID,
+            "rel_type": "Only edges of this type (FOLLOWS_FROM, RELATED_TO, UPDATES, PART_OF); default all.",
+            "direction": DIRECTION,
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "traverse_graph",
+        "Walk the memory graph",
+        "Walk the relationship graph breadth-first from one bead and return the beads reached (each with "
+        "its depth) and the edges between them. The walk never passes through a bead you may not see. Use "
+        "`why` instead when you start from a question rather than a bead.",
+        params={
+            "start_id": "The bead to start from. " + BEAD_ID,
+            "max_depth": "Maximum hops from the start (1–6; default 3).",
+            "rel_types": REL_TYPES,
+            "direction": DIRECTION,
+            "limit": "Maximum beads returned (1–500; default 200).",
+        },
+        read_only=True,
+    ),
+    # --- maintenance ---------------------------------------------------------------------------------
+    ToolSpec(
+        "deduplicate_beads",
+        "Find or merge duplicates",
+        "Find clusters of duplicate memories among the active beads you may see: exact (same content) and, "
+        "with similarity_threshold, near-duplicates. Review first with merge=false (the default). With "
+        "merge=true each cluster keeps its oldest bead, records every author on it (corroborated_by) and "
+        "archives the others as superseded by it (only those you may change).",
+        params={
+            "bead_id": "Only the cluster of this bead.",
+            "group_id": "Only beads of this group.",
+            "similarity_threshold": "Also cluster near-duplicates whose cosine similarity reaches this, "
+            "e.g. 0.95 (0–1). Omit for exact duplicates only.",
+            "merge": "Merge each cluster (see above). Default false: only report.",
+        },
+        destructive=True,
+    ),
+    ToolSpec(
+        "rank_by_importance",
+        "Rank memories by importance",
+        "Order the given beads by importance, highest first (newest first on ties). Beads you may not see "
+        "are left out.",
+        params={"bead_ids": "Ids of the beads to rank (1–500)."},
+        read_only=True,
+    ),
+    ToolSpec(
+        "decay_old_memories",
+        "Archive stale memories",
+        "Archive (never delete) the active beads you may change that nobody read or changed for "
+        "threshold_days. Run with dry_run=true first to see what would be archived. Archived beads stay "
+        "readable and searchable but rank lower.",
+        params={
+            "threshold_days": "Days without a read or change (default 90).",
+            "dry_run": "Only report what would be archived.",
+        },
+        destructive=True,
+        idempotent=True,
+    ),
+    # --- groups --------------------------------------------------------------------------------------
+    ToolSpec(
+        "list_groups",
+        "My groups",
+        "The groups you belong to, with their members and roles. Start here to find the group_id to share "
+        "memories with (visibility='group').",
+        read_only=True,
+    ),
+    ToolSpec(
+        "list_members",
+        "Members of a group",
+        "One of your groups and its members with their roles (ops or agent). Members only.",
+        params={"group_id": GROUP_ID},
+        read_only=True,
+    ),
+    ToolSpec(
+        "create_group",
+        "Create a group",
+        "Create a group; you become its ops (coordinator). Then add_member the agents who should share "
+        "its memory.",
+        params={
+            "name": "Human-readable name, e.g. 'payments team'.",
+            "group_id": "Optional id to give it, 'g_…'; default a fresh one.",
+        },
+    ),
+    ToolSpec(
+        "add_member",
+        "Add a group member",
+        "Add an AI to a group you are ops of. From then on they see the group's beads. Also changes the "
+        "role of an existing member.",
+        params={
+            "group_id": GROUP_ID,
+            "ai_id": "The AI id to add: 'a_…' for an agent, 'o_…' for an ops.",
+            "role": "'agent' (default) or 'ops' (may manage membership).",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "remove_member",
+        "Remove a group member",
+        "Remove an AI from a group you are ops of. They lose access to the group's beads at once.",
+        params={"group_id": GROUP_ID, "ai_id": "The AI id to remove."},
+        destructive=True,
+        idempotent=True,
+    ),
+)
+
+EXCLUDED_OPERATIONS: frozenset[str] = frozenset()
+"""Hub operations deliberately not offered as tools (none today)."""
+
+
+def tool_specs() -> list[ToolSpec]:
+    """The specs of every tool: the hand-written ones, then a generated one for each other operation."""
+    specs = list(TOOL_SPECS)
+    covered = {spec.operation for spec in specs} | EXCLUDED_OPERATIONS
+    for name, op in OPERATIONS.items():
+        if name not in covered:
+            specs.append(ToolSpec(name, op.summary, f"{op.summary}."))
+    return specs
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+_HINTS: dict[ErrorCode, str] = {
+    ErrorCode.NOT_FOUND: " (it does not exist, or you may not see it)",
+    ErrorCode.UNAVAILABLE: " — the Nexus Recall hub cannot be reached right now; retry in a few seconds",
+    ErrorCode.TIMEOUT: " — the Nexus Recall hub did not answer in time; retry in a few seconds",
+    ErrorCode.INTERNAL: " (a fault in the hub, not in your request)",
+}
+
+
+def describe_error(exc: RecallError) -> str:
+    """One line for the LLM: the error code, the hub's message and what it means."""
+    return f"{exc.code.value}: {exc.message}{_HINTS.get(exc.code, '')}"
+
+
+def describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{where}: {err['msg']}" if where else str(err["msg"]))
+    return "invalid: " + "; ".join(parts)
+
+
+# --- derivation --------------------------------------------------------------------------------------
+
+
+def parameters(spec: ToolSpec, request: type[BaseModel]) -> list[inspect.Parameter]:
+    """The request model's fields as keyword parameters, each annotated with its type, constraints,
+    default and the LLM-facing description."""
+    unknown = (set(spec.params) | set(spec.hidden)) - set(request.model_fields)
+    if unknown:
+        raise ValueError(f"tool {spec.name}: {sorted(unknown)} are not fields of {request.__name__}")
+    result = []
+    for name, info in request.model_fields.items():
+        if name in spec.hidden:
+            continue
+        extra: dict[str, Any] = {"description": spec.params.get(name) or info.description}
+        default: Any = inspect.Parameter.empty
+        if info.default_factory is not None:
+            extra["default_factory"] = info.default_factory
+        elif not info.is_required():
+            default = info.default
+        annotation = _Annotated[(info.annotation, *info.metadata, Field(**extra))]
+        result.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default))
+    return result
+
+
+def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
+    """An async function with the request model's signature that forwards one call to the hub."""
+    operation = OPERATIONS[spec.operation]
+    request_model, reply_model = operation.request, operation.reply
+    render = spec.render or (lambda reply: reply.model_dump_json(exclude_none=True))
+
+    async def tool(**arguments: Any) -> CallToolResult:
+        fields = {**arguments, **{name: fill() for name, fill in spec.hidden.items()}}
+        try:
+            request = request_model.model_validate(fields)
+        except ValidationError as exc:
+            raise ToolError(describe_validation(exc)) from None
+        started = time.perf_counter()
+        try:
+            reply = await link.call(operation.name, request, reply_model)
+        except RecallError as exc:
+            log.info("%s failed: %s", spec.name, exc.code.value)
+            raise ToolError(describe_error(exc)) from None
+        log.debug("%s in %.1f ms", spec.name, (time.perf_counter() - started) * 1000)
+        return CallToolResult(
+            content=[TextContent(type="text", text=render(reply))],
+            structured_content=reply.model_dump(mode="json"),
+        )
+
+    tool.__name__ = tool.__qualname__ = spec.name
+    tool.__doc__ = spec.description
+    signature = inspect.Signature(
+        parameters(spec, request_model), return_annotation=_Annotated[CallToolResult, reply_model]
+    )
+    setattr(tool, "__signature__", signature)  # noqa: B010 - read by inspect.signature, i.e. by the SDK
+    return tool
+
+
+def annotations(spec: ToolSpec) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=spec.title,
+        read_only_hint=spec.read_only,
+        destructive_hint=spec.destructive if not spec.read_only else False,
+        idempotent_hint=spec.idempotent or spec.read_only,
+        open_world_hint=False,
+    )

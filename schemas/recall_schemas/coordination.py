@@ -1,0 +1,229 @@
+"""Requests and replies of group coordination: sessions, agent state, ops handoff, key-value
+memory, the change feed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from .ids import AiId, BeadId, GroupId, SessionId
+from .enums import BeadType, Visibility
+from .models import Importance, MemoryBead, Metadata, Tag, WireModel
+from .requests import BeadFilters, SearchResult
+
+# --- sessions ----------------------------------------------------------------------------------
+
+SessionState = Literal["active", "ended", "migrated"]
+
+
+class Session(WireModel):
+    session_id: SessionId
+    owner: AiId
+    group_id: GroupId | None = None
+    state: SessionState = "active"
+    created_at: datetime
+    migrated_to: SessionId | None = None
+
+
+class GetSession(WireModel):
+    session_id: SessionId
+
+
+class MigrateSession(WireModel):
+    """Move every bead of ``old_session_id`` to ``new_session_id`` in one atomic step."""
+
+    old_session_id: SessionId
+    new_session_id: SessionId
+
+
+class MigrationResult(WireModel):
+    old_session_id: SessionId
+    new_session_id: SessionId
+    migrated_beads: int
+
+
+class CheckSession(WireModel):
+    session_id: SessionId
+
+
+class IntegrityProblem(WireModel):
+    bead_id: BeadId
+    problem: str
+
+
+class IntegrityReport(WireModel):
+    session_id: SessionId
+    beads: int
+    problems: list[IntegrityProblem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# --- agent state -------------------------------------------------------------------------------
+
+
+class Todo(WireModel):
+    text: Annotated[str, Field(min_length=1, max_length=2000)]
+    done: bool = False
+    bead_id: BeadId | None = None
+
+
+class AIState(WireModel):
+    ai_id: AiId
+    todos: list[Todo] = Field(default_factory=list)
+    working_notes: str = ""
+    context_summary: str = ""
+    custom_state: dict[str, Any] = Field(default_factory=dict)
+    updated_at: datetime | None = None
+    inherited_from: list[AiId] = Field(default_factory=list, description="Identities whose state was transferred in")
+
+
+class SaveAIState(WireModel):
+    """Replace the fields given; the others stay."""
+
+    todos: list[Todo] | None = Field(default=None, max_length=500)
+    working_notes: Annotated[str, Field(max_length=65536)] | None = None
+    context_summary: Annotated[str, Field(max_length=65536)] | None = None
+    custom_state: dict[str, Any] | None = None
+
+
+class GetAIState(WireModel):
+    pass
+
+
+class TransferAIState(WireModel):
+    """Hand the caller's state to ``to_ai_id`` (who must share a group): its todos and notes are merged in."""
+
+    to_ai_id: AiId
+
+
+# --- ops handoff -------------------------------------------------------------------------------
+
+HandoffStatus = Literal["pending", "acknowledged"]
+
+
+class TransferOps(WireModel):
+    group_id: GroupId
+    from_ops: AiId = Field(description="Must be the caller, the group's current ops")
+    to_agent: AiId = Field(description="A current member who becomes the ops")
+    context_summary: Annotated[str, Field(min_length=1, max_length=65536)]
+    bead_ids: list[BeadId] = Field(
+        default_factory=list, max_length=200, description="Beads the summary covers; default the group's most important"
+    )
+    handoff_id: Annotated[str, Field(pattern=r"^h_[a-z0-9]{4,40}$")] | None = Field(
+        default=None, description="Idempotency: a retried transfer with the same id returns the first"
+    )
+
+
+class Handoff(WireModel):
+    handoff_id: str
+    group_id: GroupId
+    from_ops: AiId
+    to_ops: AiId
+    handoff_bead_id: BeadId
+    status: HandoffStatus
+    created_at: datetime
+    acknowledged_at: datetime | None = None
+
+
+class AcknowledgeHandoff(WireModel):
+    handoff_id: Annotated[str, Field(pattern=r"^h_[a-z0-9]{4,40}$")]
+
+
+class GetHandoffBrief(WireModel):
+    group_id: GroupId
+    max_tokens: Annotated[int, Field(ge=64, le=100_000)] = 1500
+
+
+class HandoffBrief(WireModel):
+    group_id: GroupId
+    handoff: Handoff | None
+    text: str = Field(description="The group's most important and recent memory, rendered, within max_tokens")
+    bead_ids: list[BeadId]
+    tokens: int
+    open_todos: list[Todo]
+    state: AIState | None = Field(default=None, description="The state handed over with the ops role")
+
+
+# --- key-value memory --------------------------------------------------------------------------
+
+Key = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\s].*$")]
+
+
+class KVEntry(WireModel):
+    key: str
+    value: str
+    metadata: Metadata = Field(default_factory=dict)
+    updated_at: datetime
+
+
+class Learn(WireModel):
+    key: Key
+    value: Annotated[str, Field(max_length=65536)]
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class Recall(WireModel):
+    key: Key
+    max_length: Annotated[int, Field(ge=1)] | None = None
+
+
+class UnifiedRecall(WireModel):
+    query: Annotated[str, Field(min_length=1, max_length=4096)]
+    limit: Annotated[int, Field(ge=1, le=100)] = 10
+    filters: BeadFilters = Field(default_factory=BeadFilters)
+
+
+class UnifiedRecallResult(WireModel):
+    entries: list[KVEntry] = Field(description="Key-value memories whose key or value matches")
+    beads: SearchResult
+
+
+class PromoteToBead(WireModel):
+    key: Key
+    bead_type: BeadType = BeadType.FACT
+    visibility: Visibility = Visibility.PRIVATE
+    group_id: GroupId | None = None
+    importance: Importance = 5
+    tags: list[Tag] = Field(default_factory=list, max_length=32)
+
+
+# --- change feed -------------------------------------------------------------------------------
+
+ChangeAction = Literal["created", "updated", "deleted", "hidden"]
+
+
+class Change(WireModel):
+    """One change of a group (or global) bead. ``cursor`` orders a scope's changes."""
+
+    cursor: str
+    scope: str = Field(description="A group id, or 'global'")
+    action: ChangeAction
+    bead_id: BeadId
+    by: AiId
+    at: datetime
+    bead: MemoryBead | None = Field(default=None, description="The bead after the change; absent for deletions")
+
+
+class ChangesSince(WireModel):
+    scope: Annotated[str, Field(pattern=r"^(global|g_[a-z0-9]{4,32})$")]
+    cursor: str | None = Field(default=None, description="Last cursor seen; none: from the beginning")
+    limit: Annotated[int, Field(ge=1, le=1000)] = 200
+
+
+class ChangeBatch(WireModel):
+    changes: list[Change]
+    cursor: str | None = Field(description="Pass back to continue; none when the scope has no changes yet")
+
+
+class Notification(WireModel):
+    """What the hub sends on an identity's own notification subject (``recall.v1.notify.<ai_id>``)."""
+
+    kind: Literal["change", "handoff"]
+    change: Change | None = None
+    handoff: Handoff | None = None
+    brief: HandoffBrief | None = None
