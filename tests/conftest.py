@@ -15,6 +15,7 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.server import running_hub
 from recall_hub.stack import EmbeddedStack
+from recall_hub.transport import HubService
 
 
 @pytest.fixture(scope="session")
@@ -34,10 +35,16 @@ def settings(stack: EmbeddedStack) -> HubSettings:
 
 
 @pytest.fixture(scope="session")
-async def hub(settings: HubSettings) -> AsyncIterator[HubContext]:
-    """A serving hub; yields its context so tests can also call domain functions directly."""
+async def hub_service(settings: HubSettings) -> AsyncIterator[HubService]:
+    """The serving hub process (endpoints, event consumer)."""
     async with running_hub(settings) as service:
-        yield service.ctx
+        yield service
+
+
+@pytest.fixture(scope="session")
+async def hub(hub_service: HubService) -> HubContext:
+    """The serving hub's context, so tests can also call domain functions directly."""
+    return hub_service.ctx
 
 
 def new_ai(kind: str = "a") -> str:

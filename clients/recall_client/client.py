@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -59,8 +59,11 @@ from recall_schemas import (
     WhyResult,
     error_from_reply,
 )
+from recall_schemas import coordination as c
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.subjects import inbox_prefix, request_subject
+from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
+
+from .events import EventPublisher
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,7 @@ class RecallClient:
         self._password = password
         self._nc = nc
         self._owns_nc = nc is None
+        self._events: EventPublisher | None = None
 
     async def connect(self) -> RecallClient:
         if self._nc is None:
@@ -316,3 +320,153 @@ class RecallClient:
 
     async def list_groups(self) -> list[Group]:
         return (await self.call("list_groups", ListGroups(), GroupList)).groups
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    async def get_session(self, session_id: str) -> c.Session:
+        return await self.call("get_session", _build(c.GetSession, session_id=session_id), c.Session)
+
+    async def migrate_session_with_memories(self, old_session_id: str, new_session_id: str) -> c.MigrationResult:
+        request = _build(c.MigrateSession, old_session_id=old_session_id, new_session_id=new_session_id)
+        return await self.call("migrate_session_with_memories", request, c.MigrationResult)
+
+    async def check_session(self, session_id: str) -> c.IntegrityReport:
+        return await self.call("check_session", _build(c.CheckSession, session_id=session_id), c.IntegrityReport)
+
+    # --- agent state ----------------------------------------------------------------------------
+
+    async def ai_state_save(self, **fields: Any) -> c.AIState:
+        """Save any of todos, working_notes, context_summary, custom_state (others stay)."""
+        return await self.call("ai_state_save", _build(c.SaveAIState, **fields), c.AIState)
+
+    async def ai_state_get(self) -> c.AIState:
+        return await self.call("ai_state_get", c.GetAIState(), c.AIState)
+
+    async def ai_state_transfer(self, to_ai_id: str) -> c.AIState:
+        return await self.call("ai_state_transfer", _build(c.TransferAIState, to_ai_id=to_ai_id), c.AIState)
+
+    # --- ops handoff ----------------------------------------------------------------------------
+
+    async def transfer_ops(
+        self, group_id: str, to_agent: str, context_summary: str, bead_ids: Sequence[str] = (), **options: Any
+    ) -> c.Handoff:
+        """Hand this identity's ops role in ``group_id`` to ``to_agent``, with a context summary."""
+        options.setdefault("handoff_id", "h_" + uuid.uuid4().hex)
+        request = _build(
+            c.TransferOps,
+            group_id=group_id,
+            from_ops=self.ai_id,
+            to_agent=to_agent,
+            context_summary=context_summary,
+            bead_ids=list(bead_ids),
+            **options,
+        )
+        return await self.call("transfer_ops", request, c.Handoff)
+
+    async def acknowledge_handoff(self, handoff_id: str) -> c.Handoff:
+        return await self.call("acknowledge_handoff", _build(c.AcknowledgeHandoff, handoff_id=handoff_id), c.Handoff)
+
+    async def handoff_brief(self, group_id: str, max_tokens: int = 1500) -> c.HandoffBrief:
+        request = _build(c.GetHandoffBrief, group_id=group_id, max_tokens=max_tokens)
+        return await self.call("handoff_brief", request, c.HandoffBrief)
+
+    # --- key-value memory -----------------------------------------------------------------------
+
+    async def learn(self, key: str, value: str, metadata: dict[str, Any] | None = None) -> c.KVEntry:
+        return await self.call("learn", _build(c.Learn, key=key, value=value, metadata=metadata or {}), c.KVEntry)
+
+    async def recall(self, key: str, max_length: int | None = None) -> c.KVEntry:
+        return await self.call("recall", _build(c.Recall, key=key, max_length=max_length), c.KVEntry)
+
+    async def unified_recall(self, query: str, limit: int = 10, **options: Any) -> c.UnifiedRecallResult:
+        request = _build(c.UnifiedRecall, query=query, limit=limit, **options)
+        return await self.call("unified_recall", request, c.UnifiedRecallResult)
+
+    async def promote_to_bead(self, key: str, **fields: Any) -> MemoryBead:
+        """Turn a learnt key-value memory into a bead; ``fields``: bead_type, visibility, group_id, ..."""
+        return await self.call("promote_to_bead", _build(c.PromoteToBead, key=key, **fields), MemoryBead)
+
+    # --- change feed ----------------------------------------------------------------------------
+
+    async def changes_since(self, scope: str, cursor: str | None = None, limit: int = 200) -> c.ChangeBatch:
+        request = _build(c.ChangesSince, scope=scope, cursor=cursor, limit=limit)
+        return await self.call("changes_since", request, c.ChangeBatch)
+
+    async def changes(self, scope: str, since: str | None = None) -> AsyncIterator[c.Change]:
+        """Every change of a group's (or ``"global"``) beads after cursor ``since``, then live ones.
+
+        ``async for change in client.changes(group_id, since=cursor)``: what was missed is replayed
+        first, then changes arrive as they happen; no change is yielded twice. Remember
+        ``change.cursor`` to resume later. Ends when the client closes.
+        """
+        queue: asyncio.Queue[c.Change] = asyncio.Queue()
+
+        async def on_notification(msg: Any) -> None:
+            note = c.Notification.model_validate_json(msg.data)
+            if note.kind == "change" and note.change is not None and note.change.scope == scope:
+                queue.put_nowait(note.change)
+
+        sub = await self.nc.subscribe(notify_subject(self.ai_id), cb=on_notification)
+        await self.nc.flush()
+        try:
+            cursor = since
+            while True:
+                batch = await self.changes_since(scope, cursor)
+                for change in batch.changes:
+                    yield change
+                cursor = batch.cursor
+                if len(batch.changes) < 200:
+                    break
+            while True:
+                change = await queue.get()
+                if cursor is None or _cursor_key(change.cursor) > _cursor_key(cursor):
+                    cursor = change.cursor
+                    yield change
+        finally:
+            await sub.unsubscribe()
+
+    def notifications(self) -> NotificationStream:
+        """Everything the hub sends to this identity (changes, handoff briefs), as it happens::
+
+        async with client.notifications() as stream:   # subscribed once this returns
+            async for note in stream: ...
+        """
+        return NotificationStream(self.nc, notify_subject(self.ai_id))
+
+    @property
+    def events(self) -> EventPublisher:
+        """Typed publishers of session, group and ops events, as this identity."""
+        if self._events is None:
+            self._events = EventPublisher(self.nc, self.ai_id, self.timeout)
+        return self._events
+
+
+class NotificationStream:
+    def __init__(self, nc: NATS, subject: str) -> None:
+        self._nc = nc
+        self._subject = subject
+        self._queue: asyncio.Queue[c.Notification] = asyncio.Queue()
+        self._sub: Any = None
+
+    async def __aenter__(self) -> NotificationStream:
+        async def on_notification(msg: Any) -> None:
+            self._queue.put_nowait(c.Notification.model_validate_json(msg.data))
+
+        self._sub = await self._nc.subscribe(self._subject, cb=on_notification)
+        await self._nc.flush()  # the server has the subscription before we return
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+
+    def __aiter__(self) -> NotificationStream:
+        return self
+
+    async def __anext__(self) -> c.Notification:
+        return await self._queue.get()
+
+
+def _cursor_key(cursor: str) -> tuple[int, int]:
+    ms, _, seq = cursor.partition("-")
+    return int(ms), int(seq or 0)

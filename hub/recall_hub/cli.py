@@ -117,6 +117,25 @@ def _add_url_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--creds", help="NATS credentials file (RECALL_NATS_CREDS)")
 
 
+async def _audit(args: argparse.Namespace) -> int:
+    from redis.asyncio import Redis
+
+    from .audit import AuditLog
+
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        entries = await AuditLog(redis).entries(ai_id=args.ai, bead_id=args.bead, limit=args.limit)
+    finally:
+        await redis.aclose()
+    print(f"{'when (UTC)':<24} {'who':<20} {'operation':<22} {'outcome':<10} beads")
+    for e in entries:
+        outcome = "allowed" if e.allowed else e.code
+        print(f"{e.at:%Y-%m-%d %H:%M:%S.%f}"[:23].ljust(24) + f" {e.ai_id:<20} {e.op:<22} {outcome:<10} "
+              + ", ".join(e.bead_ids))
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from recall_schemas.export import export
 
@@ -154,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.set_defaults(run=_bench)
+
+    audit = sub.add_parser("audit", help="who read and wrote what (by AI id or by bead)")
+    target = audit.add_mutually_exclusive_group(required=True)
+    target.add_argument("--ai", help="an AI id")
+    target.add_argument("--bead", help="a bead id")
+    audit.add_argument("--limit", type=int, default=100)
+    audit.add_argument("--redis", help="Redis URL (RECALL_REDIS_URL)")
+    audit.set_defaults(run=_audit)
 
     exp = sub.add_parser("export-schemas", help="write JSON Schema and AsyncAPI files")
     exp.add_argument("--out", default="schemas")

@@ -63,9 +63,9 @@ class EventConsumer:
         self.js = nc.jetstream()
         self.batch = batch
         self._task: asyncio.Task[None] | None = None
-        self._applied = asyncio.Condition()
-        self.outcomes: dict[str, str] = {}
-        """event_id -> 'applied' | 'dead' for events this process handled (for tests and stats)."""
+        self._handled = asyncio.Condition()
+        self.outcomes: list[tuple[str, str]] = []
+        """(event_id, 'applied' | 'duplicate' | 'dead') for each delivery this process settled."""
 
     async def start(self) -> None:
         await ensure_streams(self.js)
@@ -116,6 +116,7 @@ class EventConsumer:
                 raise ValueError(f"subject says {kind!r} but the payload is {event.kind!r}")
             if await self.ctx.redis.sismember(APPLIED_KEY, f"{publisher}:{event_id}"):
                 await msg.ack()
+                await self._mark(event_id, "duplicate")
                 return
             await apply_event(self.ctx, publisher, event)
             await self.ctx.redis.sadd(APPLIED_KEY, f"{publisher}:{event_id}")
@@ -157,12 +158,16 @@ class EventConsumer:
         await self._mark(event_id or msg.subject, "dead")
 
     async def _mark(self, event_id: str, outcome: str) -> None:
-        async with self._applied:
-            self.outcomes[event_id] = outcome
-            self._applied.notify_all()
+        async with self._handled:
+            self.outcomes.append((event_id, outcome))
+            self._handled.notify_all()
 
-    async def wait_for(self, event_id: str, timeout: float = 10.0) -> str:
-        """The outcome of an event once this process has handled it."""
-        async with asyncio.timeout(timeout), self._applied:
-            await self._applied.wait_for(lambda: event_id in self.outcomes)
-        return self.outcomes[event_id]
+    async def wait_for(self, event_id: str, deliveries: int = 1, timeout: float = 10.0) -> list[str]:
+        """The outcomes of the first ``deliveries`` settlements of an event by this process."""
+
+        def settled() -> list[str]:
+            return [outcome for eid, outcome in self.outcomes if eid == event_id]
+
+        async with asyncio.timeout(timeout), self._handled:
+            await self._handled.wait_for(lambda: len(settled()) >= deliveries)
+        return settled()

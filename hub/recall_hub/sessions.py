@@ -75,7 +75,7 @@ async def migrate_session_with_memories(ctx: HubContext, caller: str, req: Migra
         "WITH old, new WHERE new.owner = $caller "
         "SET old.state = 'migrated', old.migrated_to = $new "
         "WITH old, new OPTIONAL MATCH (b:Bead {session_id: $old}) "
-        "WITH collect(b) AS beads "
+        "WITH old, collect(b) AS beads "
         "FOREACH (x IN beads | SET x.session_id = $new, x.updated_at = $now) "
         "RETURN size(beads), [x IN beads | x]",
         {"old": req.old_session_id, "new": req.new_session_id, "caller": caller, "now": now_ms()},
@@ -102,8 +102,9 @@ async def check_session(ctx: HubContext, caller: str, req: CheckSession) -> Inte
         "OPTIONAL MATCH (author:AI {ai_id: b.created_by}) "
         "OPTIONAL MATCH (g:Group {group_id: b.group_id}) "
         "OPTIONAL MATCH (b)-[:FOLLOWS_FROM]->(prev:Bead) "
-        "RETURN b.bead_id, b.created_by, b.group_id, b.vec_model, count(DISTINCT author), count(DISTINCT g), "
-        "count(DISTINCT prev) ORDER BY b.created_at, b.bead_id",
+        "WITH b, count(DISTINCT author) AS has_author, count(DISTINCT g) AS has_group, "
+        "count(DISTINCT prev) AS has_prev ORDER BY b.created_at, b.bead_id "
+        "RETURN b.bead_id, b.created_by, b.group_id, b.vec_model, has_author, has_group, has_prev",
         {"session_id": req.session_id},
     )
     problems: list[IntegrityProblem] = []

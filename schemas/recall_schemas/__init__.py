@@ -1,7 +1,8 @@
-"""Nexus Recall wire contract."""
+"""Nexus Recall wire contract: every message of the protocol as a pydantic model."""
 
 from . import coordination, events
 from .coordination import *  # noqa: F403
+from .coordination import __all__ as _coordination_names
 from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
 from .errors import (
     Conflict,
@@ -18,7 +19,7 @@ from .errors import (
     Unavailable,
     error_from_reply,
 )
-from .ids import AgentId, AiId, BeadId, GroupId, OpsId, SessionId, new_id
+from .ids import AgentId, AiId, BeadId, GroupId, OpsId, ServiceId, SessionId, new_id
 from .models import (
     GraphNode,
     Group,
@@ -33,7 +34,7 @@ from .ops import OPERATIONS, Operation
 from .requests import *  # noqa: F403
 from .requests import __all__ as _request_names
 
-__all__ = [
+__all__ = [  # noqa: PLE0604
     "OPERATIONS",
     "AgentId",
     "AiId",
@@ -64,12 +65,16 @@ __all__ = [
     "Relationship",
     "RelationshipProperties",
     "Role",
+    "ServiceId",
     "SessionId",
     "Subgraph",
     "Unavailable",
     "Visibility",
     "WireModel",
+    "coordination",
     "error_from_reply",
+    "events",
     "new_id",
+    *_coordination_names,
     *_request_names,
 ]

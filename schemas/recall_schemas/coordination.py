@@ -227,3 +227,34 @@ class Notification(WireModel):
     change: Change | None = None
     handoff: Handoff | None = None
     brief: HandoffBrief | None = None
+
+
+__all__ = [
+    "AIState",
+    "AcknowledgeHandoff",
+    "Change",
+    "ChangeBatch",
+    "ChangesSince",
+    "CheckSession",
+    "GetAIState",
+    "GetHandoffBrief",
+    "GetSession",
+    "Handoff",
+    "HandoffBrief",
+    "IntegrityProblem",
+    "IntegrityReport",
+    "KVEntry",
+    "Learn",
+    "MigrateSession",
+    "MigrationResult",
+    "Notification",
+    "PromoteToBead",
+    "Recall",
+    "SaveAIState",
+    "Session",
+    "Todo",
+    "TransferAIState",
+    "TransferOps",
+    "UnifiedRecall",
+    "UnifiedRecallResult",
+]

@@ -57,9 +57,7 @@ class HubLink:
                 return client
             if not nc.is_closed:
                 # nats-py is reconnecting on its own; a request now would only wait out its timeout.
-                raise Unavailable(
-                    f"lost the connection to NATS at {self.nats_url}; reconnecting in the background"
-                )
+                raise Unavailable(f"lost the connection to NATS at {self.nats_url}; reconnecting in the background")
         async with self._lock:
             if self._client is not None and self._client.nc.is_connected:
                 return self._client
@@ -76,7 +74,10 @@ class HubLink:
             try:
                 await asyncio.wait_for(fresh.connect(), self.connect_timeout)
             except TimeoutError:
-                raise Unavailable(f"cannot connect to NATS at {self.nats_url} (no answer in {self.connect_timeout}s)") from None
+                raise Unavailable(
+                    f"cannot connect to NATS at {self.nats_url} within {self.connect_timeout}s "
+                    "(is it running, and are the credentials right?)"
+                ) from None
             log.info("connected to %s as %s", self.nats_url, self.ai_id)
             self._client = fresh
             return fresh

@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -36,10 +36,11 @@ from recall_schemas import (
 )
 
 from .link import HubLink
-from .tools import annotations, describe_error, describe_validation, make_tool, tool_specs
+from .tools import describe_error, describe_validation, make_tool, tool_annotations, tool_specs
 
 log = logging.getLogger(__name__)
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SERVER_NAME = "nexus-recall"
 DEFAULT_HTTP_PORT = 8765
 RECENT_LIMIT = 20
@@ -98,12 +99,18 @@ How to use it well:
    The hub already links beads of one session in order and links similar beads.
 6. Keep it clean: archive what no longer holds (update_bead status='archived') rather than delete it;
    use deduplicate_beads to review duplicates. Never store secrets, credentials or personal data.
-7. When a tool reports `unavailable` or `timeout`, the hub is unreachable: continue your work and
-   retry the memory call later. `not_found` means the bead does not exist or you may not see it.
+7. Keep your working state with ai_state_save (todos, notes, a context summary) and read it back with
+   ai_state_get when you resume. Exact look-ups by name go in learn/recall (private key-value notes);
+   unified_recall searches notes and beads together.
+8. Catch up on your group with changes_since(scope=<group_id>, cursor=<the cursor you kept>).
+   Ops handing over a group: transfer_ops with a real context summary. Taking over: handoff_brief,
+   then acknowledge_handoff.
+9. When a tool reports `unavailable` or `timeout`, the hub is unreachable: continue your work and
+   retry the memory call later. `not_found` means the thing does not exist or you may not see it.
 """
 
 
-def build_server(link: HubLink) -> MCPServer[Any]:
+def build_server(link: HubLink, *, log_level: LogLevel = "WARNING") -> MCPServer[Any]:
     """The MCP server of one agent: a tool per hub operation, resources over the agent's groups and
     recent memory, and a prompt on how to use memory well. Every call goes to the hub through ``link``."""
 
@@ -121,7 +128,7 @@ def build_server(link: HubLink) -> MCPServer[Any]:
         instructions=INSTRUCTIONS,
         version=_version(),
         lifespan=lifespan,
-        log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),  # type: ignore[arg-type]
+        log_level=log_level,
     )
     for spec in tool_specs():
         server.add_tool(
@@ -129,7 +136,7 @@ def build_server(link: HubLink) -> MCPServer[Any]:
             name=spec.name,
             title=spec.title,
             description=spec.description,
-            annotations=annotations(spec),
+            annotations=tool_annotations(spec),
             structured_output=True,
         )
 
@@ -191,10 +198,8 @@ def build_server(link: HubLink) -> MCPServer[Any]:
             groups = f"(Your groups could not be listed just now: {describe_error(exc)}.)"
         else:
             if found:
-                names = ", ".join(
-                    f"{g.group_id} '{g.name}' as {next((m.role.value for m in g.members if m.ai_id == link.ai_id), '?')}"
-                    for g in found
-                )
+                roles = {g.group_id: [m.role.value for m in g.members if m.ai_id == link.ai_id] for g in found}
+                names = ", ".join(f"{g.group_id} '{g.name}' as {(roles[g.group_id] or ['?'])[0]}" for g in found)
                 groups = f"Your groups: {names}."
             else:
                 groups = "You belong to no group yet, so only your private and global memories exist for you."
@@ -240,9 +245,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--creds", default=env("RECALL_NATS_CREDS"), help="NATS credentials file [RECALL_NATS_CREDS]")
     parser.add_argument("--user", default=env("RECALL_NATS_USER"), help="NATS user [RECALL_NATS_USER]")
-    parser.add_argument(
-        "--password", default=env("RECALL_NATS_PASSWORD"), help="NATS password [RECALL_NATS_PASSWORD]"
-    )
+    parser.add_argument("--password", default=env("RECALL_NATS_PASSWORD"), help="NATS password [RECALL_NATS_PASSWORD]")
     parser.add_argument(
         "--timeout", type=float, default=float(env("RECALL_TIMEOUT", "5")), help="seconds per hub request [5]"
     )
@@ -276,14 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         print(f"recall-mcp: {exc.message}", file=sys.stderr)
         return 2
-    server = build_server(link)
-    log.warning(
-        "recall-mcp %s serving %s as %s via %s",
-        _version(),
-        f"http://{args.host}:{args.port}{args.path}" if args.http else "stdio",
-        args.ai_id,
-        args.nats,
-    )
+    server = build_server(link, log_level=args.log_level)
+    where = f"http://{args.host}:{args.port}{args.path}" if args.http else "stdio"
+    print(f"recall-mcp {_version()}: {args.ai_id} via {args.nats}, serving MCP on {where}", file=sys.stderr)
     try:
         if args.http:
             server.run("streamable-http", host=args.host, port=args.port, streamable_http_path=args.path)

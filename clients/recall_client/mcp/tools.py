@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from recall_schemas import OPERATIONS, ContextBlock, ErrorCode, RecallError
+from recall_schemas.coordination import HandoffBrief
 
 from .link import HubLink
 
@@ -44,7 +45,7 @@ class ToolSpec:
     params: Mapping[str, str] = field(default_factory=dict)
     """Parameter descriptions for the LLM, by request field; a field's own description is the fallback."""
     op: str | None = None
-    hidden: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    hidden: Mapping[str, Callable[[HubLink], Any]] = field(default_factory=dict)
     """Request fields the LLM does not see; the sidecar fills each with the callable's value."""
     read_only: bool = False
     destructive: bool = False
@@ -71,6 +72,7 @@ REL_TYPES = (
     "(about the same thing), UPDATES (supersedes), PART_OF (is a piece of)."
 )
 DIRECTION = "'out' (edges from this bead), 'in' (edges to it) or 'both' (default)."
+SESSION_ID = "Id of the session, 's_' followed by 4–32 lowercase letters/digits."
 GROUP_ID = "Id of the group, 'g_' followed by 4–32 lowercase letters/digits (see list_groups)."
 VISIBILITY = (
     "Who may read the bead: 'private' (only you; the default), 'group' (current members of group_id; "
@@ -78,8 +80,16 @@ VISIBILITY = (
 )
 
 
-def _new_idempotency_key() -> str:
+def _new_idempotency_key(_: HubLink) -> str:
     return f"mcp-{uuid.uuid4().hex}"
+
+
+def _new_handoff_id(_: HubLink) -> str:
+    return f"h_{uuid.uuid4().hex}"
+
+
+def _own_ai_id(link: HubLink) -> str:
+    return link.ai_id
 
 
 def render_context(block: ContextBlock) -> str:
@@ -88,6 +98,27 @@ def render_context(block: ContextBlock) -> str:
         f"{block.dropped} relevant beads left out]"
     )
     return f"{block.text}\n\n{footer}" if block.text else f"No memory matches this query.\n{footer}"
+
+
+def render_brief(brief: HandoffBrief) -> str:
+    lines = []
+    if brief.handoff is not None:
+        h = brief.handoff
+        lines.append(
+            f"[handoff {h.handoff_id}: {h.from_ops} -> {h.to_ops}, {h.status}, {h.created_at:%Y-%m-%d %H:%M}Z; "
+            f"summary in bead {h.handoff_bead_id}]"
+        )
+    lines.append(brief.text or "(the group has no active group memory yet)")
+    if brief.open_todos:
+        todos = (f"- {t.text}" + (f" ({t.bead_id})" if t.bead_id else "") for t in brief.open_todos)
+        lines.append("Open todos:\n" + "\n".join(todos))
+    if brief.state is not None:
+        if brief.state.context_summary:
+            lines.append(f"Handed-over context summary:\n{brief.state.context_summary}")
+        if brief.state.working_notes:
+            lines.append(f"Handed-over working notes:\n{brief.state.working_notes}")
+    lines.append(f"[brief: {len(brief.bead_ids)} beads, {brief.tokens} tokens]")
+    return "\n\n".join(lines)
 
 
 TOOL_SPECS: tuple[ToolSpec, ...] = (
@@ -246,7 +277,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Memories of a session",
         "Every bead of one work session that you may see, oldest first: replay a session to resume work "
         "or to prepare a handoff.",
-        params={"session_id": "Id of the session, 's_…'.", "limit": LIMIT + " Default 100."},
+        params={"session_id": SESSION_ID, "limit": LIMIT + " Default 100."},
         read_only=True,
     ),
     ToolSpec(
@@ -285,8 +316,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_relationships",
         "Links of a memory",
-        "The edges of one bead — type, direction, properties, who linked them and when — limited to beads "
-        "you may see.",
+        "The edges of one bead — type, direction, properties, who linked them and when — limited to beads you may see.",
         params={
             "bead_id": BEAD_ID,
             "rel_type": "Only edges of this type (FOLLOWS_FROM, RELATED_TO, UPDATES, PART_OF); default all.",
@@ -365,8 +395,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_group",
         "Create a group",
-        "Create a group; you become its ops (coordinator). Then add_member the agents who should share "
-        "its memory.",
+        "Create a group; you become its ops (coordinator). Then add_member the agents who should share its memory.",
         params={
             "name": "Human-readable name, e.g. 'payments team'.",
             "group_id": "Optional id to give it, 'g_…'; default a fresh one.",
@@ -391,6 +420,170 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         params={"group_id": GROUP_ID, "ai_id": "The AI id to remove."},
         destructive=True,
         idempotent=True,
+    ),
+    # --- sessions ------------------------------------------------------------------------------------
+    ToolSpec(
+        "get_session",
+        "Session info",
+        "A work session's owner, group, state (active, ended or migrated) and, once migrated, its successor. "
+        "Visible to its owner and to members of its group.",
+        params={"session_id": SESSION_ID},
+        read_only=True,
+    ),
+    ToolSpec(
+        "migrate_session_with_memories",
+        "Move a session's memories",
+        "Move every bead of one of your sessions to another session of yours in one atomic step, e.g. when "
+        "you resume work under a new session id. Beads keep their ids and links (the FOLLOWS_FROM chain "
+        "stays whole); the old session is marked migrated.",
+        params={
+            "old_session_id": "The session whose beads move. " + SESSION_ID,
+            "new_session_id": "The session they move to; yours, or new (it becomes yours).",
+        },
+    ),
+    ToolSpec(
+        "check_session",
+        "Check a session",
+        "Integrity check of a session and its memories: beads whose session, group or author is missing or "
+        "inconsistent, whose search vector is missing, or whose FOLLOWS_FROM chain is broken. No problems "
+        "means healthy.",
+        params={"session_id": SESSION_ID},
+        read_only=True,
+    ),
+    # --- agent state ---------------------------------------------------------------------------------
+    ToolSpec(
+        "ai_state_save",
+        "Save my working state",
+        "Save your own working state so it survives restarts and can be handed over: todos, working notes, "
+        "a context summary, custom state. Only the fields you give are replaced; the others stay as saved. "
+        "Private to you until you hand it over (ai_state_transfer, transfer_ops).",
+        params={
+            "todos": "Your whole todo list, replacing the saved one: [{text, done, bead_id?}] (at most 500).",
+            "working_notes": "Free-form scratch notes, replacing the saved ones (at most 64 KiB).",
+            "context_summary": "Where you are in your work, for a successor or a later you (at most 64 KiB).",
+            "custom_state": "Any JSON object, replacing the saved one.",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "ai_state_get",
+        "My working state",
+        "Your saved working state: todos, working notes, context summary, custom state, and whose state was "
+        "merged into yours (inherited_from). Call it when you start or resume work.",
+        read_only=True,
+    ),
+    ToolSpec(
+        "ai_state_transfer",
+        "Hand my state to a peer",
+        "Hand your working state to an AI who shares a group with you: your open todos, notes and summary "
+        "are merged into theirs (nothing of theirs is lost). Use it when passing work to another agent.",
+        params={"to_ai_id": "The AI id (a_… or o_…) that takes over your work."},
+    ),
+    # --- ops handoff ---------------------------------------------------------------------------------
+    ToolSpec(
+        "transfer_ops",
+        "Hand over the ops role",
+        "Hand your ops (coordinator) role in a group to another member, in one atomic step: the role moves, "
+        "a handoff bead with your context summary is stored and linked to the beads it covers, and your "
+        "working state goes along. The new ops is notified and should call handoff_brief and "
+        "acknowledge_handoff. Only the group's current ops may do this, for itself.",
+        params={
+            "group_id": GROUP_ID,
+            "to_agent": "The current member (AI id) who becomes the ops.",
+            "context_summary": "What the new ops must know: state of the work, open decisions, risks, next "
+            "steps (at most 64 KiB).",
+            "bead_ids": "Beads the summary covers (at most 200); default the group's most important ones.",
+        },
+        hidden={"from_ops": _own_ai_id, "handoff_id": _new_handoff_id},
+        destructive=True,
+    ),
+    ToolSpec(
+        "acknowledge_handoff",
+        "Accept an ops handoff",
+        "As the new ops of a group, accept the handoff made to you; until then it reads as pending. The "
+        "handoff_id is in handoff_brief's result and in the handoff notification.",
+        params={"handoff_id": "Id of the handoff, 'h_…'."},
+        idempotent=True,
+    ),
+    ToolSpec(
+        "handoff_brief",
+        "Brief for a (new) ops",
+        "What an ops needs to know about a group: the latest handoff, the group's most important and recent "
+        "memory rendered within max_tokens, the open todos, and — if the role was handed to you — the "
+        "working state that came with it. Members only. Call it first after taking over a group.",
+        params={"group_id": GROUP_ID, "max_tokens": "Token budget of the rendered memory (64–100000; default 1500)."},
+        read_only=True,
+        render=render_brief,
+    ),
+    # --- key-value memory ----------------------------------------------------------------------------
+    ToolSpec(
+        "learn",
+        "Remember a key-value note",
+        "Store a value under a key in your private key-value memory, e.g. 'build.command' = 'make test'; "
+        "learning a key again replaces its value. Exact and cheap, for things you will look up by name "
+        "(recall). Memories others should find by meaning belong in create_bead; promote_to_bead turns a key "
+        "into a bead.",
+        params={
+            "key": "The name to file it under (at most 256 characters, not starting with whitespace).",
+            "value": "The value (at most 64 KiB).",
+            "metadata": "Optional JSON object of extra attributes.",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "recall",
+        "Look up a key-value note",
+        "The value you learnt under a key (exact key); not_found if nothing was learnt under it. For a "
+        "search by words over keys, values and beads at once, use unified_recall.",
+        params={
+            "key": "The exact key used with learn.",
+            "max_length": "Optional: truncate the value to this many characters.",
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "unified_recall",
+        "Search notes and memories",
+        "Search your key-value notes and the beads together: notes whose key or value shares words with the "
+        "query, plus what search_beads finds for it. Use it when you do not remember whether you learnt "
+        "something as a note or stored it as a bead.",
+        params={
+            "query": "What you are looking for.",
+            "limit": "Maximum notes and maximum bead hits (1–100; default 10).",
+            "filters": "Constraints on the beads. " + FILTERS,
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "promote_to_bead",
+        "Turn a note into a memory",
+        "Turn a key-value note you learnt into a bead (title = the key, content = the value), e.g. to share "
+        "it with your group (visibility='group' with group_id). Promoting the same value again returns the "
+        "same bead.",
+        params={
+            "key": "The key of the note.",
+            "bead_type": "Kind of memory: fact, decision, observation, finding, todo, handoff, summary, note, "
+            "question or event.",
+            "visibility": VISIBILITY,
+            "group_id": "Group of the bead (required with visibility='group'); you must be a member.",
+            "importance": "0–10; 5 is normal.",
+            "tags": "Labels for the bead (at most 32).",
+        },
+    ),
+    # --- change feed ---------------------------------------------------------------------------------
+    ToolSpec(
+        "changes_since",
+        "What changed in a group",
+        "Replay the changes (created, updated, deleted, hidden) to a group's beads — or to global beads with "
+        "scope='global' — after a cursor, oldest first, as you may see them now. Keep the returned cursor and "
+        "pass it next time to get only what is new: the way to catch up on what your team did while you "
+        "were away.",
+        params={
+            "scope": "A group id you belong to, or 'global'.",
+            "cursor": "The cursor returned by your previous call; omit to start from the beginning.",
+            "limit": "Maximum changes (1–1000; default 200).",
+        },
+        read_only=True,
     ),
 )
 
@@ -427,7 +620,8 @@ def describe_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{where}: {err['msg']}" if where else str(err["msg"]))
+        message = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
     return "invalid: " + "; ".join(parts)
 
 
@@ -455,6 +649,25 @@ def parameters(spec: ToolSpec, request: type[BaseModel]) -> list[inspect.Paramet
     return result
 
 
+def _same(value: Any, default: Any) -> bool:
+    if isinstance(value, BaseModel) and isinstance(default, BaseModel):
+        return type(value) is type(default) and value.model_dump() == default.model_dump()
+    return bool(value == default)
+
+
+def given(arguments: Mapping[str, Any], request: type[BaseModel]) -> dict[str, Any]:
+    """The arguments the caller gave, as far as can be told: the SDK fills every default in, and the hub
+    reads some requests by which fields are set (``exclude_unset``: "replace the fields given, keep the
+    others"), so an argument equal to its default is left unset, exactly as if it had been left out."""
+    out: dict[str, Any] = {}
+    for name, value in arguments.items():
+        info = request.model_fields[name]
+        if not info.is_required() and _same(value, info.get_default(call_default_factory=True)):
+            continue
+        out[name] = value
+    return out
+
+
 def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
     """An async function with the request model's signature that forwards one call to the hub."""
     operation = OPERATIONS[spec.operation]
@@ -462,7 +675,7 @@ def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
     render = spec.render or (lambda reply: reply.model_dump_json(exclude_none=True))
 
     async def tool(**arguments: Any) -> CallToolResult:
-        fields = {**arguments, **{name: fill() for name, fill in spec.hidden.items()}}
+        fields = {**given(arguments, request_model), **{name: fill(link) for name, fill in spec.hidden.items()}}
         try:
             request = request_model.model_validate(fields)
         except ValidationError as exc:
@@ -488,7 +701,7 @@ def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
     return tool
 
 
-def annotations(spec: ToolSpec) -> ToolAnnotations:
+def tool_annotations(spec: ToolSpec) -> ToolAnnotations:
     return ToolAnnotations(
         title=spec.title,
         read_only_hint=spec.read_only,

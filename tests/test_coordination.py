@@ -1,0 +1,295 @@
+"""Group coordination over the bus: events on JetStream, sessions, agent state, ops handoff,
+the change feed, key-value memory and audit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+
+import pytest
+
+from recall_client import Forbidden, NotFound, RecallClient
+from recall_hub.config import HubSettings
+from recall_hub.server import running_hub
+from recall_hub.stack import EmbeddedStack
+from recall_hub.transport import HubService
+from recall_schemas import new_id
+from recall_schemas.coordination import Todo
+from recall_schemas.events import DeadLetter
+from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
+from tests.conftest import new_ai
+
+
+async def _group(connect, members: int = 2):
+    ops = await connect(new_ai("o"))
+    group = await ops.create_group("team")
+    agents = [await connect() for _ in range(members)]
+    for agent in agents:
+        await ops.add_member(group.group_id, agent.ai_id)
+    return ops, group.group_id, agents
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+async def test_session_events_register_sessions_once_whatever_the_redeliveries(connect, hub_service: HubService):
+    agent = await connect()
+    session = new_id("s")
+    event_id = uuid.uuid4().hex
+    await agent.events.session_started(session, event_id=event_id)
+    assert await hub_service.events.wait_for(event_id) == ["applied"]
+    assert (await agent.get_session(session)).owner == agent.ai_id
+    # The same event again under another JetStream message id (a replay): acknowledged, not re-applied.
+    js = agent.nc.jetstream()
+    payload = json.dumps({"kind": "session.started", "event_id": event_id, "session_id": session}).encode()
+    await js.publish(event_subject(agent.ai_id, "session.started"), payload, headers={"Nats-Msg-Id": "replay-1"})
+    assert await hub_service.events.wait_for(event_id, deliveries=2) == ["applied", "duplicate"]
+    other = await connect()
+    with pytest.raises(Forbidden):
+        await other.create_bead("not my session", session_id=session)
+
+
+async def _dead_letter(connect, hub_service: HubService, publish) -> DeadLetter:
+    watcher = await connect()
+    letters: asyncio.Queue[DeadLetter] = asyncio.Queue()
+
+    async def on_letter(msg) -> None:
+        letters.put_nowait(DeadLetter.model_validate_json(msg.data))
+
+    sub = await watcher.nc.subscribe(f"{DEAD_LETTER_ROOT}.>", cb=on_letter)
+    await watcher.nc.flush()
+    try:
+        await publish()
+        return await asyncio.wait_for(letters.get(), 10)
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_an_event_that_can_never_apply_is_dead_lettered_with_its_reason(connect, hub_service: HubService):
+    agent = await connect()
+    js = agent.nc.jetstream()
+    subject = event_subject(agent.ai_id, "session.started")
+    letter = await _dead_letter(connect, hub_service, lambda: js.publish(subject, b"{not json"))
+    assert letter.code == "invalid" and letter.subject == subject and letter.payload == "{not json"
+
+    ops, group_id, (member,) = await _group(connect, 1)
+    stranger = await connect()
+    letter = await _dead_letter(connect, hub_service, lambda: stranger.events.member_added(group_id, stranger.ai_id))
+    assert letter.code == "not_found" and letter.publisher == stranger.ai_id
+    letter = await _dead_letter(connect, hub_service, lambda: member.events.member_added(group_id, stranger.ai_id))
+    assert letter.code == "forbidden"
+    assert stranger.ai_id not in [m.ai_id for m in (await ops.list_members(group_id)).members]
+    letter = await _dead_letter(
+        connect, hub_service, lambda: member.events.session_started(new_id("s"), ai_id=ops.ai_id))
+    assert letter.code == "forbidden" and "may not publish session events" in letter.reason
+
+
+async def test_events_published_while_no_hub_runs_are_applied_when_one_starts(tmp_path):
+    with EmbeddedStack(tmp_path) as stack:
+        settings = HubSettings(nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url,
+                               embedder={"kind": "hash"})
+        async with running_hub(settings):
+            pass  # the first start creates the streams and the durable consumer
+        ops = new_ai("o")
+        group_id = new_id("g")
+        async with RecallClient(ops, stack.nats_url) as client:
+            await client.events.group_created(group_id, "offline team", event_id="g1")
+            await client.events.member_added(group_id, "a_late0001", event_id="m1")
+            await client.events.session_started("s_offline01", group_id, event_id="s1")
+            async with running_hub(settings) as service:
+                assert await service.events.wait_for("g1") == ["applied"]
+                assert await service.events.wait_for("m1") == ["applied"]
+                assert await service.events.wait_for("s1") == ["applied"]
+                members = (await client.list_members(group_id)).members
+                assert [(m.ai_id, m.role.value) for m in members] == [(ops, "ops"), ("a_late0001", "agent")]
+                assert (await client.get_session("s_offline01")).group_id == group_id
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+
+async def test_session_migration_moves_every_bead_and_keeps_the_chain(connect):
+    agent = await connect()
+    old, new = new_id("s"), new_id("s")
+    beads = [await agent.create_bead(f"step {i}", f"work item {i}", session_id=old) for i in range(3)]
+    result = await agent.migrate_session_with_memories(old, new)
+    assert result.migrated_beads == 3
+    assert [b.bead_id for b in await agent.get_by_session(new)] == [b.bead_id for b in beads]
+    assert await agent.get_by_session(old) == []
+    assert (await agent.get_session(old)).state == "migrated"
+    chain = await agent.traverse_graph(beads[-1].bead_id, max_depth=5, rel_types=["FOLLOWS_FROM"], direction="out")
+    assert [n.bead.bead_id for n in chain.nodes] == [b.bead_id for b in reversed(beads)]
+    report = await agent.check_session(new)
+    assert report.beads == 3 and report.problems == []
+    other = await connect()
+    with pytest.raises(NotFound):
+        await other.migrate_session_with_memories(new, new_id("s"))
+
+
+async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
+    agent = await connect()
+    session = new_id("s")
+    first = await agent.create_bead("fine", session_id=session)
+    broken = await agent.create_bead("broken", session_id=session)
+    await hub.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.group_id = 'g_doesnotexist', b.vec_model = NULL",
+                          {"id": broken.bead_id})
+    report = await agent.check_session(session)
+    problems = {(p.bead_id, p.problem.split(" ")[0]) for p in report.problems}
+    assert (broken.bead_id, "group") in problems
+    assert (broken.bead_id, "no") in problems
+    assert first.bead_id not in {p.bead_id for p in report.problems}
+
+
+# --- agent state ------------------------------------------------------------------------------
+
+
+async def test_agent_state_is_private_except_through_a_transfer(connect):
+    ops, group_id, (alice, bob) = await _group(connect)
+    saved = await alice.ai_state_save(todos=[Todo(text="finish the migration")], working_notes="halfway")
+    assert saved.todos[0].text == "finish the migration"
+    assert (await alice.ai_state_save(context_summary="migrating users")).working_notes == "halfway"
+    assert (await bob.ai_state_get()).todos == []
+    sent = await alice.ai_state_transfer(bob.ai_id)
+    assert sent.ai_id == alice.ai_id
+    received = await bob.ai_state_get()
+    assert [t.text for t in received.todos] == ["finish the migration"]
+    assert received.inherited_from == [alice.ai_id] and "halfway" in received.working_notes
+    stranger = await connect()
+    with pytest.raises(NotFound):
+        await alice.ai_state_transfer(stranger.ai_id)
+
+
+# --- ops handoff ------------------------------------------------------------------------------
+
+
+async def test_ops_handoff_moves_role_context_and_state_together(connect):
+    ops, group_id, (alice, bob) = await _group(connect)
+    decision = await ops.create_bead("Ship on Friday", "release train", importance=9, group_id=group_id,
+                                     visibility="group")
+    todo = await ops.create_bead("Rotate the TLS cert", bead_type="todo", group_id=group_id, visibility="group")
+    await ops.ai_state_save(todos=[Todo(text="review PR 42")], context_summary="release week")
+    async with alice.notifications() as notes:
+        handoff = await ops.transfer_ops(
+            group_id, alice.ai_id, "Release is on track; cert rotation open.", handoff_id="h_release01")
+        delivered = await asyncio.wait_for(anext(n async for n in notes if n.kind == "handoff"), 10)
+    assert delivered.brief is not None and delivered.handoff == handoff
+    handoff = await ops.transfer_ops(group_id, alice.ai_id, "Release is on track; cert rotation open.",
+                                     handoff_id="h_release01")
+    assert handoff.status == "pending" and handoff.to_ops == alice.ai_id
+    roles = {m.ai_id: m.role.value for m in (await bob.list_members(group_id)).members}
+    assert roles == {ops.ai_id: "agent", alice.ai_id: "ops", bob.ai_id: "agent"}
+    bead = await bob.get_bead(handoff.handoff_bead_id)
+    assert bead.bead_type.value == "handoff" and bead.visibility.value == "group"
+    linked = {r.to_id for r in await bob.get_relationships(bead.bead_id, direction="out")}
+    assert {decision.bead_id, todo.bead_id} <= linked
+    assert (await ops.transfer_ops(group_id, alice.ai_id, "again", handoff_id="h_release01")).handoff_id == \
+        handoff.handoff_id
+    brief = await alice.handoff_brief(group_id)
+    assert brief.handoff is not None and brief.handoff.status == "pending"
+    assert decision.bead_id in brief.bead_ids
+    assert {t.text for t in brief.open_todos} >= {"review PR 42", "Rotate the TLS cert"}
+    with pytest.raises(NotFound):
+        await bob.acknowledge_handoff(handoff.handoff_id)
+    acked = await alice.acknowledge_handoff(handoff.handoff_id)
+    assert acked.status == "acknowledged" and acked.acknowledged_at is not None
+    with pytest.raises(Forbidden):
+        await ops.transfer_ops(group_id, bob.ai_id, "I am not ops any more")
+
+
+async def test_a_refused_handoff_changes_nothing(connect):
+    ops, group_id, (alice,) = await _group(connect, 1)
+    stranger = await connect()
+    before = (await ops.list_members(group_id)).members
+    with pytest.raises(NotFound):
+        await ops.transfer_ops(group_id, stranger.ai_id, "to a non-member")
+    with pytest.raises(Forbidden):
+        await alice.transfer_ops(group_id, alice.ai_id + "x", "not ops")  # alice is no ops
+    assert (await ops.list_members(group_id)).members == before
+    assert [b for b in await ops.get_by_group(group_id) if b.bead_type.value == "handoff"] == []
+    raw = await ops.nc.request(f"recall.v1.req.{alice.ai_id}.transfer_ops", json.dumps(
+        {"group_id": group_id, "from_ops": ops.ai_id, "to_agent": alice.ai_id, "context_summary": "spoof"}).encode())
+    assert raw.headers["Nats-Service-Error-Code"] == "403"
+
+
+# --- change feed ------------------------------------------------------------------------------
+
+
+async def test_members_follow_the_change_feed_and_late_joiners_replay_it(connect):
+    ops, group_id, (alice,) = await _group(connect, 1)
+    feed = alice.changes(group_id)
+    first = asyncio.ensure_future(anext(feed))  # replays the (empty) log, then waits for live changes
+    created = await ops.create_bead("Feed item", "one", group_id=group_id, visibility="group")
+    change = await asyncio.wait_for(first, 10)
+    assert (change.action, change.bead_id) == ("created", created.bead_id)
+    await ops.update_bead(created.bead_id, content="two")
+    updated = await asyncio.wait_for(anext(feed), 10)
+    assert updated.action == "updated" and updated.bead is not None and updated.bead.content == "two"
+    await feed.aclose()
+    await ops.delete_bead(created.bead_id)
+
+    late = await connect()
+    await ops.add_member(group_id, late.ai_id)
+    replay = await late.changes_since(group_id)
+    assert [(c.action, c.bead_id) for c in replay.changes] == [
+        ("created", created.bead_id), ("updated", created.bead_id), ("deleted", created.bead_id)]
+    resumed = await late.changes_since(group_id, cursor=replay.changes[0].cursor)
+    assert [c.action for c in resumed.changes] == ["updated", "deleted"]
+
+
+async def test_an_ex_member_stops_receiving_at_once(connect):
+    ops, group_a, (alice,) = await _group(connect, 1)
+    group_b = (await ops.create_group("still together")).group_id
+    await ops.add_member(group_b, alice.ai_id)
+    async with alice.notifications() as notes:
+        await ops.remove_member(group_a, alice.ai_id)
+        await ops.create_bead("secret after leaving", group_id=group_a, visibility="group")
+        sentinel = await ops.create_bead("sentinel", group_id=group_b, visibility="group")
+        # Notifications from the hub arrive in order: the sentinel coming first proves the other never came.
+        note = await asyncio.wait_for(anext(notes), 10)
+    assert note.change is not None and note.change.bead_id == sentinel.bead_id
+    with pytest.raises(NotFound):
+        await alice.changes_since(group_a)
+
+
+# --- key-value memory -------------------------------------------------------------------------
+
+
+async def test_learn_recall_unified_and_promote(connect):
+    agent, other = await connect(), await connect()
+    await agent.learn("deploy.command", "make release VERSION=x", {"source": "runbook"})
+    assert (await agent.recall("deploy.command")).value == "make release VERSION=x"
+    assert (await agent.recall("deploy.command", max_length=4)).value == "make"
+    with pytest.raises(NotFound):
+        await other.recall("deploy.command")
+    await agent.create_bead("Release checklist", "tag, build, then make release", visibility="private")
+    unified = await agent.unified_recall("make release")
+    assert [e.key for e in unified.entries] == ["deploy.command"]
+    assert unified.beads.hits and unified.beads.hits[0].bead.title == "Release checklist"
+    bead = await agent.promote_to_bead("deploy.command", bead_type="fact")
+    assert (bead.title, bead.content, bead.metadata["promoted_from"]) == (
+        "deploy.command", "make release VERSION=x", "deploy.command")
+    assert (await agent.promote_to_bead("deploy.command")).bead_id == bead.bead_id
+
+
+# --- audit ------------------------------------------------------------------------------------
+
+
+async def test_audit_records_reads_writes_and_refusals(connect, hub):
+    ops, group_id, (alice,) = await _group(connect, 1)
+    bead = await ops.create_bead("Audited", group_id=group_id, visibility="group")
+    await alice.get_bead(bead.bead_id)
+    await ops.remove_member(group_id, alice.ai_id)
+    with pytest.raises(NotFound):
+        await alice.get_bead(bead.bead_id)
+    entries = await hub.audit.entries(bead_id=bead.bead_id)
+    assert [(e.ai_id, e.op, e.allowed) for e in entries] == [
+        (ops.ai_id, "create_bead", True), (alice.ai_id, "get_bead", True), (alice.ai_id, "get_bead", False)]
+    assert entries[-1].code == "not_found"
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "recall_hub.cli", "audit", "--redis", hub.settings.redis_url, "--ai", alice.ai_id,
+        stdout=asyncio.subprocess.PIPE)
+    out = (await cli.communicate())[0].decode()
+    assert cli.returncode == 0
+    assert "get_bead" in out and "not_found" in out and bead.bead_id in out
