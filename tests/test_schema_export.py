@@ -27,3 +27,11 @@ def test_every_operation_has_a_request_and_reply_schema() -> None:
     for op in OPERATIONS.values():
         assert f"jsonschema/{op.request.__name__}.json" in files
         assert f"jsonschema/{op.reply.__name__}.json" in files
+
+
+def test_protocol_doc_lists_every_operation() -> None:
+    from recall_schemas.export import operations_table
+
+    doc = (SCHEMAS.parent / "docs" / "protocol.md").read_text()
+    section = doc.split("<!-- operations:begin -->\n", 1)[1].split("<!-- operations:end -->", 1)[0]
+    assert section == operations_table(), "regenerate the table in docs/protocol.md"

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import nats
 import pytest
 from conftest import ClientFactory, new_ai
 from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.records import content_hash
+from recall_hub.stack import EmbeddedStack
 from recall_hub.timeutil import to_ms
 from recall_schemas import (
     BeadStatus,
@@ -132,6 +134,22 @@ def token() -> str:
     return f"zq{secrets.token_hex(6)}"
 
 
+NewClient = Callable[..., Awaitable[RecallClient]]
+
+
+@pytest.fixture
+async def new_client(connect: ClientFactory, stack: EmbeddedStack) -> AsyncIterator[NewClient]:
+    """``await new_client("o")`` gives a client for a fresh AI id of that kind. The clients of one
+    test share one NATS connection (the hub takes the caller from the subject, not the connection)."""
+    bus = await nats.connect(stack.nats_url)
+
+    async def make(kind: str = "a") -> RecallClient:
+        return await connect(new_ai(kind), nc=bus)
+
+    yield make
+    await bus.drain()
+
+
 # --- the world of one matrix cell -------------------------------------------------------------
 
 
@@ -145,7 +163,12 @@ class World:
     word: str
     tag: str
     target: MemoryBead
-    anchor: MemoryBead
+    linked_anchor: MemoryBead | None
+
+    @property
+    def anchor(self) -> MemoryBead:
+        assert self.linked_anchor is not None, "build the world with linked=True"
+        return self.linked_anchor
 
     @property
     def creator(self) -> RecallClient:
@@ -155,15 +178,16 @@ class World:
         return {self.group_id} if is_member(role) else set()
 
 
-async def build_world(connect: ClientFactory, vis: Visibility) -> World:
+async def build_world(new_client: NewClient, vis: Visibility, linked: bool = False) -> World:
     """An ops with a group of creator + member (+ an ex-member, removed after the bead was made),
     an outsider, the creator's target bead (in the group and the creator's session, with a unique
-    word and tag) and a global anchor bead linked to it."""
-    ops = await connect(new_ai("o"))
-    by_role = {role: await connect(new_ai()) for role in ROLES}
+    word and tag) and, when ``linked``, a global anchor bead linked to it."""
+    ops, *people = await asyncio.gather(new_client("o"), *(new_client() for _ in ROLES))
+    by_role = dict(zip(ROLES, people, strict=True))
     group = await ops.create_group(f"visibility {vis.value}")
-    for role in ("creator", "member", "ex_member"):
-        await ops.add_member(group.group_id, by_role[role].ai_id)
+    await asyncio.gather(
+        *(ops.add_member(group.group_id, by_role[r].ai_id) for r in ("creator", "member", "ex_member"))
+    )
     word, tag, session_id = token(), f"tag-{secrets.token_hex(6)}", new_id("s")
     creator = by_role["creator"]
     target = await creator.create_bead(
@@ -175,8 +199,10 @@ async def build_world(connect: ClientFactory, vis: Visibility) -> World:
         tags=[tag],
         importance=3,
     )
-    anchor = await creator.create_bead(f"anchor {token()}", "global bead linked to the target", visibility="global")
-    await creator.add_relationship(anchor.bead_id, target.bead_id, RelType.RELATED_TO)
+    anchor = None
+    if linked:
+        anchor = await creator.create_bead(f"anchor {token()}", "global bead linked to the target", visibility="global")
+        await creator.add_relationship(anchor.bead_id, target.bead_id, RelType.RELATED_TO)
     # The ex-member saw what members see, and then left the group.
     ex_member = by_role["ex_member"]
     if sees("member", vis):
@@ -185,12 +211,14 @@ async def build_world(connect: ClientFactory, vis: Visibility) -> World:
     return World(vis, ops, by_role, group.group_id, session_id, word, tag, target, anchor)
 
 
-# --- the matrix: one test per endpoint --------------------------------------------------------
+# --- the matrix ------------------------------------------------------------------------------
+# One test per endpoint (or per small family of endpoints sharing a setup), each parametrised over
+# visibility x role; test ids read "<visibility>-<role>".
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_bead(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_get_bead(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     if sees(role, vis):
         got = await caller.get_bead(w.target.bead_id)
@@ -200,8 +228,8 @@ async def test_get_bead(connect: ClientFactory, vis: Visibility, role: str) -> N
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_update_bead(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_update_bead(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     new_title = f"changed by {role} {token()}"
     expected = modify_error(role, vis)
@@ -217,8 +245,8 @@ async def test_update_bead(connect: ClientFactory, vis: Visibility, role: str) -
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_delete_bead(connect: ClientFactory, hub: HubContext, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_delete_bead(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     expected = modify_error(role, vis)
     if expected is None:
@@ -233,8 +261,8 @@ async def test_delete_bead(connect: ClientFactory, hub: HubContext, vis: Visibil
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_search_beads(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_search_beads_and_context(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     plain = await caller.search_beads(w.word, limit=50)
     assert (w.target.bead_id in ids(h.bead for h in plain.hits)) is sees(role, vis)
@@ -248,52 +276,44 @@ async def test_search_beads(connect: ClientFactory, vis: Visibility, role: str) 
             assert w.target.bead_id not in found, mode
         elif mode is not SearchMode.VECTOR:  # a vector search need not return a keyword match
             assert w.target.bead_id in found, mode
+    block = await caller.context(w.word, max_tokens=2000, filters={"session_id": w.session_id})
+    assert block.bead_ids == ([w.target.bead_id] if sees(role, vis) else [])
+    assert (w.target.content in block.text) is sees(role, vis)
+    assert (w.target.bead_id in block.text) is sees(role, vis)
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_by_session(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_listings_and_rank_by_importance(new_client: NewClient, vis: Visibility, role: str) -> None:
+    """get_by_session, get_by_group, get_by_tag, get_recent and rank_by_importance."""
+    w = await build_world(new_client, vis, linked=True)
     caller = w.by_role[role]
-    beads = await caller.get_by_session(w.session_id)
-    assert (w.target.bead_id in ids(beads)) is sees(role, vis)
-    assert_may_see_all(caller.ai_id, w.member_of(role), beads)
+    target = w.target.bead_id
 
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_by_group(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
+    by_session = await caller.get_by_session(w.session_id)
+    assert (target in ids(by_session)) is sees(role, vis), "get_by_session"
+    by_tag = await caller.get_by_tag(w.tag)
+    assert ids(by_tag) == ([target] if sees(role, vis) else []), "get_by_tag"
+    recent = await caller.get_recent(limit=500, since=w.target.created_at)
+    assert (target in ids(recent)) is sees(role, vis), "get_recent"
+    assert w.anchor.bead_id in ids(recent)  # the global anchor, created just after, is always there
     if is_member(role):
-        beads = await caller.get_by_group(w.group_id)
-        assert (w.target.bead_id in ids(beads)) is sees(role, vis)
-        assert_may_see_all(caller.ai_id, w.member_of(role), beads)
+        by_group = await caller.get_by_group(w.group_id)
+        assert (target in ids(by_group)) is sees(role, vis), "get_by_group"
     else:
         # A non-member learns nothing about the group, not even that it exists.
+        by_group = []
         await assert_like_missing(caller.get_by_group, w.group_id)
+    for listing in (by_session, by_tag, recent, by_group):
+        assert_may_see_all(caller.ai_id, w.member_of(role), listing)
+
+    ranked = await caller.rank_by_importance([target, new_id("b"), w.anchor.bead_id])
+    # The anchor (importance 5) outranks the target (importance 3) whenever both are shown.
+    assert ids(ranked) == ([w.anchor.bead_id, target] if sees(role, vis) else [w.anchor.bead_id])
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_by_tag(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
-    beads = await caller.get_by_tag(w.tag)
-    assert ids(beads) == ([w.target.bead_id] if sees(role, vis) else [])
-    assert_may_see_all(caller.ai_id, w.member_of(role), beads)
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_recent(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
-    beads = await caller.get_recent(limit=500, since=w.target.created_at)
-    assert (w.target.bead_id in ids(beads)) is sees(role, vis)
-    assert w.anchor.bead_id in ids(beads)  # the global anchor, created just after, is always there
-    assert_may_see_all(caller.ai_id, w.member_of(role), beads)
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_add_relationship(connect: ClientFactory, hub: HubContext, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_add_relationship(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     mine = await caller.create_bead(f"own bead of the {role}", "visible to its creator")
     if sees(role, vis):
@@ -312,15 +332,15 @@ async def test_add_relationship(connect: ClientFactory, hub: HubContext, vis: Vi
         await assert_like_missing(
             lambda b: caller.add_relationship(b, mine.bead_id, RelType.FOLLOWS_FROM), w.target.bead_id
         )
-    assert (await edge_count(hub, mine.bead_id, w.target.bead_id) == 2) is sees(role, vis)
-    assert (await edge_count(hub, mine.bead_id, w.target.bead_id) == 0) is not sees(role, vis)
+    assert await edge_count(hub, mine.bead_id, w.target.bead_id) == (2 if sees(role, vis) else 0)
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_relationships(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_get_relationships_and_traverse_graph(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis, linked=True)
     caller = w.by_role[role]
     link = (w.anchor.bead_id, w.target.bead_id, RelType.RELATED_TO)
+
     from_anchor = await caller.get_relationships(w.anchor.bead_id)
     assert (link in {(e.from_id, e.to_id, e.rel_type) for e in from_anchor}) is sees(role, vis)
     assert any(w.target.bead_id in (e.from_id, e.to_id) for e in from_anchor) is sees(role, vis)
@@ -330,11 +350,6 @@ async def test_get_relationships(connect: ClientFactory, vis: Visibility, role: 
     else:
         await assert_like_missing(caller.get_relationships, w.target.bead_id)
 
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_traverse_graph(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
     sub = await caller.traverse_graph(w.anchor.bead_id, max_depth=3)
     nodes = {n.bead.bead_id: n.depth for n in sub.nodes}
     assert (nodes.get(w.target.bead_id) == 1) is sees(role, vis)
@@ -350,52 +365,40 @@ async def test_traverse_graph(connect: ClientFactory, vis: Visibility, role: str
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_deduplicate_beads(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_deduplicate_beads(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
-    twin = await w.creator.create_bead(
-        f"twin {token()}", w.target.content, visibility="global", group_id=w.group_id
-    )
+    # An exact duplicate of the target, global: the target is older, so a merge would keep it.
+    twin = await w.creator.create_bead(f"twin {token()}", w.target.content, visibility="global", group_id=w.group_id)
+    pair = {w.target.bead_id, twin.bead_id}
+
     report = await caller.deduplicate_beads(bead_id=twin.bead_id, group_id=w.group_id)
-    clusters = [set(c.bead_ids) for c in report.clusters]
-    assert clusters == ([{w.target.bead_id, twin.bead_id}] if sees(role, vis) else [])
+    assert [set(c.bead_ids) for c in report.clusters] == ([pair] if sees(role, vis) else [])
     whole_group = await caller.deduplicate_beads(group_id=w.group_id)
     assert any(w.target.bead_id in c.bead_ids for c in whole_group.clusters) is sees(role, vis)
     if sees(role, vis):
         own = await caller.deduplicate_beads(bead_id=w.target.bead_id, group_id=w.group_id)
-        assert [set(c.bead_ids) for c in own.clusters] == [{w.target.bead_id, twin.bead_id}]
+        assert [set(c.bead_ids) for c in own.clusters] == [pair]
     else:
-        await assert_like_missing(
-            lambda b: caller.deduplicate_beads(bead_id=b, group_id=w.group_id), w.target.bead_id
-        )
+        await assert_like_missing(lambda b: caller.deduplicate_beads(bead_id=b, group_id=w.group_id), w.target.bead_id)
 
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_deduplicate_merge_changes_only_what_the_caller_may_change(
-    connect: ClientFactory, hub: HubContext, vis: Visibility, role: str
-) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
-    # The target is the older bead, so it would be kept; the creator's global twin would be archived.
-    twin = await w.creator.create_bead(
-        f"twin {token()}", w.target.content, visibility="global", group_id=w.group_id
-    )
-    report = await caller.deduplicate_beads(bead_id=twin.bead_id, group_id=w.group_id, merge=True)
-    merged = sees(role, vis) and role == "creator"  # only the creator may change the twin
-    expected = [w.target.bead_id] if merged else [None] if sees(role, vis) else []
-    assert [c.merged_into for c in report.clusters] == expected
-    assert (await stored_status(hub, twin.bead_id) == BeadStatus.ARCHIVED.value) is merged
+    # A merge changes only what the caller may change: here only the creator may archive the twin.
+    merged = await caller.deduplicate_beads(bead_id=twin.bead_id, group_id=w.group_id, merge=True)
+    merges = sees(role, vis) and role == "creator"
+    expected = [w.target.bead_id] if merges else [None] if sees(role, vis) else []
+    assert [c.merged_into for c in merged.clusters] == expected
+    assert (await stored_status(hub, twin.bead_id) == BeadStatus.ARCHIVED.value) is merges
     assert await stored_status(hub, w.target.bead_id) == BeadStatus.ACTIVE.value
     rows = await hub.graph.ro_query(
         "MATCH (:Bead {bead_id: $k})-[r:UPDATES]->(:Bead {bead_id: $d}) RETURN count(r)",
         {"k": w.target.bead_id, "d": twin.bead_id},
     )
-    assert (rows[0][0] == 1) is merged
+    assert (rows[0][0] == 1) is merges
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_find_similar(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_find_similar(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     # A global bead with the very same text: the target is its nearest neighbour, when visible.
     twin = await w.creator.create_bead(w.target.title, w.target.content, visibility="global")
@@ -410,8 +413,8 @@ async def test_find_similar(connect: ClientFactory, vis: Visibility, role: str) 
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_why(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_why(new_client: NewClient, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis, linked=True)
     caller = w.by_role[role]
     # Seeded on the target itself (its session holds nothing else).
     seeded = await caller.why(w.word, hops=2, filters={"session_id": w.session_id})
@@ -431,27 +434,8 @@ async def test_why(connect: ClientFactory, vis: Visibility, role: str) -> None:
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_context(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
-    block = await caller.context(w.word, max_tokens=2000, filters={"session_id": w.session_id})
-    assert block.bead_ids == ([w.target.bead_id] if sees(role, vis) else [])
-    assert (w.target.content in block.text) is sees(role, vis)
-    assert (w.target.bead_id in block.text) is sees(role, vis)
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_rank_by_importance(connect: ClientFactory, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
-    caller = w.by_role[role]
-    ranked = await caller.rank_by_importance([w.target.bead_id, new_id("b"), w.anchor.bead_id])
-    # The anchor (importance 5) outranks the target (importance 3) whenever both are shown.
-    assert ids(ranked) == ([w.anchor.bead_id, w.target.bead_id] if sees(role, vis) else [w.anchor.bead_id])
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_decay_old_memories(connect: ClientFactory, hub: HubContext, vis: Visibility, role: str) -> None:
-    w = await build_world(connect, vis)
+async def test_decay_old_memories(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
+    w = await build_world(new_client, vis)
     caller = w.by_role[role]
     await backdate(hub, w.target.bead_id, days=400)
     archives = modify_error(role, vis) is None  # only what the caller may change is archived
@@ -467,8 +451,8 @@ async def test_decay_old_memories(connect: ClientFactory, hub: HubContext, vis: 
 
 
 @pytest.mark.parametrize("vis", VISIBILITIES, ids=[v.value for v in VISIBILITIES])
-async def test_group_ops_may_change_and_delete_group_beads_only(connect: ClientFactory, vis: Visibility) -> None:
-    w = await build_world(connect, vis)
+async def test_group_ops_may_change_and_delete_group_beads_only(new_client: NewClient, vis: Visibility) -> None:
+    w = await build_world(new_client, vis)
     new_title = f"edited by ops {token()}"
     if vis is Visibility.GROUP:
         assert (await w.ops.update_bead(w.target.bead_id, title=new_title)).title == new_title
@@ -487,9 +471,9 @@ async def test_group_ops_may_change_and_delete_group_beads_only(connect: ClientF
         assert (await w.creator.get_bead(w.target.bead_id)).title == w.target.title
 
 
-async def test_demoted_ops_loses_its_rights_on_the_next_request(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GROUP)
-    second_ops = await connect(new_ai("o"))
+async def test_demoted_ops_loses_its_rights_on_the_next_request(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
+    second_ops = await new_client("o")
     await w.ops.add_member(w.group_id, second_ops.ai_id, role="ops")
     assert (await w.ops.update_bead(w.target.bead_id, importance=7)).importance == 7
     await second_ops.add_member(w.group_id, w.ops.ai_id, role="agent")
@@ -503,8 +487,8 @@ async def test_demoted_ops_loses_its_rights_on_the_next_request(connect: ClientF
 # --- membership changes take effect on the very next request ----------------------------------
 
 
-async def test_removed_member_is_refused_at_once_and_readmitted_member_sees_again(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_removed_member_is_refused_at_once_and_readmitted_member_sees_again(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     member = w.by_role["member"]
     target = w.target.bead_id
     assert (await member.get_bead(target)).bead_id == target
@@ -522,8 +506,8 @@ async def test_removed_member_is_refused_at_once_and_readmitted_member_sees_agai
     assert target in ids(await member.get_by_group(w.group_id))
 
 
-async def test_member_who_leaves_is_refused_at_once(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_member_who_leaves_is_refused_at_once(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     member = w.by_role["member"]
     assert (await member.get_bead(w.target.bead_id)).bead_id == w.target.bead_id
     left = await member.remove_member(w.group_id, member.ai_id)
@@ -533,8 +517,8 @@ async def test_member_who_leaves_is_refused_at_once(connect: ClientFactory) -> N
     assert w.group_id not in {g.group_id for g in await member.list_groups()}
 
 
-async def test_creator_who_leaves_loses_its_own_group_beads(connect: ClientFactory, hub: HubContext) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_creator_who_leaves_loses_its_own_group_beads(new_client: NewClient, hub: HubContext) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     creator, target = w.creator, w.target.bead_id
     await creator.remove_member(w.group_id, creator.ai_id)
 
@@ -555,8 +539,8 @@ async def test_creator_who_leaves_loses_its_own_group_beads(connect: ClientFacto
     assert await stored_status(hub, target) == BeadStatus.ACTIVE.value
 
 
-async def test_visibility_change_takes_effect_on_the_next_request(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.PRIVATE)
+async def test_visibility_change_takes_effect_on_the_next_request(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.PRIVATE)
     member, outsider, target = w.by_role["member"], w.by_role["non_member"], w.target.bead_id
     await assert_like_missing(member.get_bead, target)
     await w.creator.update_bead(target, visibility="group")
@@ -579,9 +563,9 @@ END_TEXT = "Photosynthesis in chloroplasts converts sunlight into chemical energ
 
 
 @pytest.mark.parametrize("hider", HIDERS)
-async def test_traversal_never_walks_through_or_returns_a_hidden_bead(connect: ClientFactory, hider: str) -> None:
-    owner = await connect(new_ai("o"))
-    caller = await connect(new_ai())
+async def test_traversal_never_walks_through_or_returns_a_hidden_bead(new_client: NewClient, hider: str) -> None:
+    owner = await new_client("o")
+    caller = await new_client()
     shared = await owner.create_group("the caller sees this group")
     closed = await owner.create_group("the hidden bead's group")
     await owner.add_member(shared.group_id, caller.ai_id)
@@ -660,10 +644,10 @@ def stored_bead(owner: str, title: str, content: str, created_at: int, **fields:
 
 
 async def test_a_dense_band_of_invisible_beads_never_starves_a_visible_one(
-    connect: ClientFactory, hub: HubContext
+    new_client: NewClient, hub: HubContext
 ) -> None:
-    owner = await connect(new_ai("o"))
-    caller = await connect(new_ai())
+    owner = await new_client("o")
+    caller = await new_client()
     shared = await owner.create_group("shared with the caller")
     closed = await owner.create_group("not shared with the caller")
     await owner.add_member(shared.group_id, caller.ai_id)
@@ -685,7 +669,9 @@ async def test_a_dense_band_of_invisible_beads_never_starves_a_visible_one(
             else {"visibility": "group", "group_id": closed.group_id}
         )
         band.append(
-            stored_bead(owner.ai_id, f"{word} {word} {word}", f"{word} " * 20, at + (i if i % 3 else -i), **common, **scope)
+            stored_bead(
+                owner.ai_id, f"{word} {word} {word}", f"{word} " * 20, at + (i if i % 3 else -i), **common, **scope
+            )
         )
     await hub.graph.query("UNWIND $rows AS row CREATE (b:Bead) SET b += row", {"rows": band})
     through_api = await asyncio.gather(
@@ -726,10 +712,10 @@ async def test_a_dense_band_of_invisible_beads_never_starves_a_visible_one(
 # --- membership rules -------------------------------------------------------------------------
 
 
-async def test_only_the_ops_changes_membership(connect: ClientFactory) -> None:
-    ops = await connect(new_ai("o"))
-    agent = await connect(new_ai())
-    outsider = await connect(new_ai())
+async def test_only_the_ops_changes_membership(new_client: NewClient) -> None:
+    ops = await new_client("o")
+    agent = await new_client()
+    outsider = await new_client()
     newcomer = new_ai()
     group = await ops.create_group("membership")
     gid = group.group_id
@@ -766,13 +752,8 @@ async def test_only_the_ops_changes_membership(connect: ClientFactory) -> None:
     await assert_like_missing(ops.list_members, gid)
 
 
-@pytest.mark.xfail(
-    reason="BUG: groups.add_member lets the last ops demote itself (role='agent'), leaving a group "
-    "nobody can manage; remove_member refuses the same outcome with Conflict",
-    strict=True,
-)
-async def test_the_last_ops_may_not_demote_itself(connect: ClientFactory) -> None:
-    ops = await connect(new_ai("o"))
+async def test_the_last_ops_may_not_demote_itself(new_client: NewClient) -> None:
+    ops = await new_client("o")
     group = await ops.create_group("one ops")
     with pytest.raises(Conflict):
         await ops.add_member(group.group_id, ops.ai_id, role="agent")
@@ -784,9 +765,9 @@ async def test_the_last_ops_may_not_demote_itself(connect: ClientFactory) -> Non
 
 @pytest.mark.parametrize("vis", VISIBILITIES, ids=[v.value for v in VISIBILITIES])
 async def test_create_into_a_group_the_caller_is_not_in_is_not_found(
-    connect: ClientFactory, hub: HubContext, vis: Visibility
+    new_client: NewClient, hub: HubContext, vis: Visibility
 ) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+    w = await build_world(new_client, Visibility.GROUP)
     before = await bead_count(hub)
     for role in ("non_member", "ex_member"):
         caller = w.by_role[role]
@@ -801,8 +782,8 @@ async def test_create_into_a_group_the_caller_is_not_in_is_not_found(
     assert ids(await w.ops.get_by_group(w.group_id)) == [w.target.bead_id]
 
 
-async def test_create_naming_another_ais_session_is_forbidden(connect: ClientFactory, hub: HubContext) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_create_naming_another_ais_session_is_forbidden(new_client: NewClient, hub: HubContext) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     before = await bead_count(hub)
     for role in ("member", "non_member"):
         caller = w.by_role[role]
@@ -819,9 +800,9 @@ async def test_create_naming_another_ais_session_is_forbidden(connect: ClientFac
     assert rows == [[w.creator.ai_id]]
 
 
-async def test_a_retried_create_returns_the_same_bead(connect: ClientFactory, hub: HubContext) -> None:
-    writer = await connect(new_ai())
-    other = await connect(new_ai())
+async def test_a_retried_create_returns_the_same_bead(new_client: NewClient, hub: HubContext) -> None:
+    writer = await new_client()
+    other = await new_client()
     key = f"retry-{secrets.token_hex(6)}"
     first = await writer.create_bead("retried", "same memory", idempotency_key=key)
     again = await writer.create_bead("retried", "same memory", idempotency_key=key)
@@ -838,17 +819,11 @@ async def test_a_retried_create_returns_the_same_bead(connect: ClientFactory, hu
     assert theirs.bead_id != first.bead_id and theirs.created_by == other.ai_id
 
 
-# --- bugs found -------------------------------------------------------------------------------
+# --- regressions (bugs found by this file, fixed in the hub) ----------------------------------
 
 
-@pytest.mark.xfail(
-    reason="BUG: beads.create_bead merges on the idempotency key before any visibility check, so a "
-    "retry returns the stored bead even after the caller lost access to it (here: changed by the ops "
-    "after the creator left the group)",
-    strict=True,
-)
-async def test_a_retried_create_never_returns_a_bead_the_caller_may_no_longer_see(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_a_retried_create_never_returns_a_bead_the_caller_may_no_longer_see(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     creator = w.creator
     key = f"leak-{secrets.token_hex(6)}"
     bead = await creator.create_bead(
@@ -866,14 +841,8 @@ async def test_a_retried_create_never_returns_a_bead_the_caller_may_no_longer_se
     assert retried.bead_id != bead.bead_id
 
 
-@pytest.mark.xfail(
-    reason="BUG: beads.update_bead accepts updates={'group_id': None} on a group bead: scope_ok uses "
-    "coalesce($changes.group_id, b.group_id), so the check sees the old group, then SET removes "
-    "group_id and the bead becomes invisible to everyone, its creator included",
-    strict=True,
-)
-async def test_an_update_cannot_strip_the_group_of_a_group_bead(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GROUP)
+async def test_an_update_cannot_strip_the_group_of_a_group_bead(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GROUP)
     try:
         await w.creator.update_bead(w.target.bead_id, group_id=None)
     except RecallError:
@@ -882,14 +851,8 @@ async def test_an_update_cannot_strip_the_group_of_a_group_bead(connect: ClientF
     assert (stored.visibility, stored.group_id) == (Visibility.GROUP, w.group_id)
 
 
-@pytest.mark.xfail(
-    reason="BUG: beads.update_bead checks membership of the new group only when the resulting "
-    "visibility is 'group', so a private/global bead can be moved into any group id (one the caller "
-    "is not in, or one that does not exist); create_bead refuses the same with NotFound",
-    strict=True,
-)
-async def test_an_update_cannot_move_a_bead_into_a_group_the_caller_is_not_in(connect: ClientFactory) -> None:
-    w = await build_world(connect, Visibility.GLOBAL)
+async def test_an_update_cannot_move_a_bead_into_a_group_the_caller_is_not_in(new_client: NewClient) -> None:
+    w = await build_world(new_client, Visibility.GLOBAL)
     outsider = w.by_role["non_member"]
     own = await outsider.create_bead(f"outsider global {token()}", visibility="global")
     with pytest.raises(NotFound):

@@ -508,11 +508,14 @@ async def bootstrap_groups(roster: Roster | Path | str, nats_url: str, auth_dir:
     for group in roster.groups:
         creator = group.ops[0]
         async with RecallClient(creator, nats_url, creds=str(creds_dir / f"{creator}.creds")) as client:
-            try:
-                await client.create_group(group.name or group.id, group_id=group.id)
-                created.append(group.id)
-            except Conflict:
+            if group.id in {g.group_id for g in await client.list_groups()}:
                 log.info("group %s exists; adding the roster's members", group.id)
+            else:
+                try:
+                    await client.create_group(group.name or group.id, group_id=group.id)
+                except Conflict as exc:
+                    raise AuthError(f"group {group.id} exists but {creator} is not in it") from exc
+                created.append(group.id)
             for ops in group.ops[1:]:
                 await client.add_member(group.id, ops, role="ops")
             for agent in group.agents:

@@ -93,7 +93,9 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         node = rows[0][0]
         if node.properties["bead_id"] == bead_id:  # new, not an idempotent replay
             await _after_create(ctx, node.properties)
-        return bead_from_node(node)
+            return bead_from_node(node)
+        # A replay returns the first bead only while the caller may still see it.
+        return await _visible_bead(ctx, caller, node.properties["bead_id"])
     if req.group_id is not None and not await _is_member(ctx, caller, req.group_id):
         raise NotFound(f"group {req.group_id} not found")
     raise Forbidden(f"session {req.session_id} belongs to another identity")
@@ -118,6 +120,16 @@ async def _is_member(ctx: HubContext, caller: str, group_id: str) -> bool:
         {"caller": caller, "group_id": group_id},
     )
     return bool(rows and rows[0][0])
+
+
+async def _visible_bead(ctx: HubContext, caller: str, bead_id: str) -> MemoryBead:
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b",
+        {"caller": caller, "bead_id": bead_id},
+    )
+    if not rows:
+        raise NotFound(f"bead {bead_id} not found")
+    return bead_from_node(rows[0][0])
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
@@ -151,32 +163,30 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
     if not changes:
         raise InvalidRequest("updates is empty")
     changes["updated_at"] = now_ms()
-    new_visibility = changes.get("visibility")
-    new_group = changes.get("group_id")
-    # Moving a bead into a group (or making it a group bead) needs membership of that group,
-    # checked inside the same atomic query.
+    # The bead's scope after the change: a group bead needs a group, and naming a group (new or
+    # kept by a group bead) needs membership of it — checked inside the same atomic query.
     scope_ok = (
-        "(coalesce($changes.visibility, b.visibility) <> 'group' OR "
-        "(coalesce($changes.group_id, b.group_id) IS NOT NULL AND "
-        "coalesce($changes.group_id, b.group_id) IN my_groups))"
+        "(new_visibility <> 'group' OR new_group IS NOT NULL) AND "
+        "(new_group IS NULL OR new_group IN my_groups OR (NOT $group_changed AND new_visibility <> 'group'))"
     )
     rows = await ctx.graph.query(
         MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
-        f"WITH b, my_groups, {may_modify('b')} AS may "
-        f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before "
+        f"WITH b, my_groups, {may_modify('b')} AS may, coalesce($changes.visibility, b.visibility) AS new_visibility, "
+        "CASE WHEN $group_changed THEN $changes.group_id ELSE b.group_id END AS new_group "
+        f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before, new_visibility, new_group "
         "FOREACH (_ IN CASE WHEN may AND scope_ok THEN [1] ELSE [] END | SET b += $changes) "
-        "RETURN b, may, scope_ok, before",
-        {"caller": caller, "bead_id": req.bead_id, "changes": changes},
+        "RETURN b, may, scope_ok, before, new_visibility, new_group",
+        {"caller": caller, "bead_id": req.bead_id, "changes": changes, "group_changed": "group_id" in changes},
     )
     if not rows:
         raise NotFound(f"bead {req.bead_id} not found")
-    node, may, scope_ok, before = rows[0]
+    node, may, scope_ok, before, new_visibility, new_group = rows[0]
     if not may:
         raise Forbidden(f"only the creator (or the group's ops) may change bead {req.bead_id}")
     if not scope_ok:
-        if new_visibility == Visibility.GROUP.value and new_group is None and node.properties.get("group_id") is None:
+        if new_visibility == Visibility.GROUP.value and new_group is None:
             raise InvalidRequest("visibility 'group' needs a group_id")
-        raise NotFound(f"group {new_group or node.properties.get('group_id')} not found")
+        raise NotFound(f"group {new_group} not found")
     if {"title", "content", "visibility", "group_id"} & changes.keys():
         await index_beads(ctx, [node.properties])
     else:

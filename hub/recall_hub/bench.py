@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import itertools
+import json
 import logging
 import math
 import os
@@ -78,12 +79,14 @@ class BenchConfig:
     related_per_bead: float = 2.0
     """Random RELATED_TO edges per bead, beside the FOLLOWS_FROM chains of sessions."""
     timeout: float = 30.0
+    embedder: str | None = None
+    """The in-process hub's embedder kind (``local``, ``hash``, ``openai``); None: the hub's default."""
     """Per-request timeout of the bench client (no retries: a failure is counted, not hidden)."""
 
     def command(self) -> str:
         parts = ["recall bench", f"--beads {self.beads}"]
         defaults = BenchConfig()
-        for name in ("samples", "concurrency", "seed"):
+        for name in ("samples", "concurrency", "seed", "embedder"):
             value = getattr(self, name)
             if value != getattr(defaults, name):
                 parts.append(f"--{name} {value}")
@@ -104,6 +107,8 @@ class MachineInfo:
     redis: str
     falkordb: str
     libraries: dict[str, str]
+    load: tuple[float, float] = (math.nan, math.nan)
+    """1-minute load average at the start and the end of the run: other work on the machine shows here."""
 
 
 @dataclass
@@ -119,6 +124,8 @@ class DatasetSummary:
     bead_bytes: tuple[int, int, int]
     """(min, median, max) bytes of title + content."""
     vocabulary: int
+    tokens: tuple[int, int]
+    """(median, p90) tokens of a bead's embedder input (title + content), 0 when unknown."""
     caller: str
     caller_visible: int
     query_matches: tuple[int, int]
@@ -220,9 +227,6 @@ trigger tuning upgrade upload usage validator vector vendor version volume wareh
 window worker workflow workspace
 """.split()
 
-_ONSETS = "b c d f g h k l m n p r s t v z br cr dr fl gr pl st tr sk".split()
-_VOWELS = "a e i o u ai ou ea".split()
-_CODAS = ["", "", "n", "r", "s", "l", "k", "m"]
 _TAGS = """
 db infra api auth perf bug deploy ci docs ui ml search cache net security billing onboarding release
 incident design storage queue mobile web data eval cost compliance oncall backend frontend
@@ -230,26 +234,72 @@ area:core area:edge area:ops team:alpha team:beta team:gamma prio:high prio:low 
 """.split()
 _BEAD_TYPES = "fact decision observation finding todo handoff summary note question event".split()
 _TYPE_WEIGHTS = [25, 12, 20, 12, 8, 3, 5, 10, 3, 2]
-_SOURCES = ["chat", "tool", "git", "doc", "shell"]
+_CHANNELS = ["chat", "tool", "git", "doc", "shell"]
 
 VOCABULARY_SIZE = 6000
+IDENTIFIER_SHARE = 0.25
+"""The rarest quarter of the vocabulary are snake_case identifiers (``retry_budget``): several
+tokens each, as the names and jargon of real notes are, so embedder inputs have a realistic length."""
 ZIPF_S = 1.0
 ZIPF_Q = 30.0
 """Word ranks follow a Zipf-Mandelbrot law p(r) ~ (r + q)^-s: the commonest words are in roughly a
 third of the beads (like content words after stop-word removal), a median one in under 1%."""
+_STOPWORDS = set(
+    """a an and are as at be but by for if in into is it no not of on or such that the their then there
+    these they this to was will with""".split()
+)
+_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+
+
+def _english_words() -> list[str]:
+    """Whole English words of the embedding model's WordPiece vocabulary, roughly commonest first
+    (its ids follow corpus frequency); empty when the file is not there."""
+    try:
+        vocab: dict[str, int] = json.loads(_TOKENIZER.read_text())["model"]["vocab"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [
+        w
+        for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])
+        if w.isascii() and w.isalpha() and len(w) >= 3 and w not in _STOPWORDS
+    ]
 
 
 def _vocabulary(rng: Random) -> list[str]:
-    words = set(_REAL_WORDS)
-    out = list(_REAL_WORDS)
-    while len(out) < VOCABULARY_SIZE:
-        word = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.choice((2, 2, 3))))
-        word += rng.choice(_CODAS)
-        if word not in words:
-            words.add(word)
-            out.append(word)
-    rng.shuffle(out)  # rank order: real and made-up words mixed at every frequency
-    return out
+    """The words in rank order (commonest first): English words with the domain words spread over the
+    common ranks, then identifiers made of two words."""
+    # The first 150 are mostly function words (his, from, which, ...), which notes are not searched by.
+    english = [w for w in _english_words()[150:8000] if w not in _REAL_WORDS]
+    n_words = round(VOCABULARY_SIZE * (1 - IDENTIFIER_SHARE))
+    if len(english) < n_words:  # no tokenizer file: made-up words, deterministic for the seed
+        syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+        while len(english) < n_words:
+            english.append("".join(rng.choice(syllables) for _ in range(rng.choice((2, 3)))))
+        english = list(dict.fromkeys(english))
+    words = english[: n_words - len(_REAL_WORDS)]
+    for domain_word in _REAL_WORDS:
+        words.insert(rng.randrange(min(len(words), 2000)), domain_word)
+    seen = set(words)
+    parts = _REAL_WORDS + words[200:2000]
+    while len(words) < VOCABULARY_SIZE:
+        identifier = f"{rng.choice(parts)}_{rng.choice(parts)}"
+        if identifier not in seen:
+            seen.add(identifier)
+            words.append(identifier)
+    return words
+
+
+def _token_counts(texts: Sequence[str]) -> list[int]:
+    """Tokens of each text for the local embedding model (its tokenizer); empty when unavailable."""
+    try:
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(_TOKENIZER))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(512)
+    except Exception:
+        return []
+    return [len(e.ids) for e in tokenizer.encode_batch(list(texts))]
 
 
 @dataclass(frozen=True)
@@ -263,7 +313,7 @@ class BeadPlan:
     session_id: str | None
     group_id: str | None
     visibility: str
-    source: str
+    channel: str
     words: frozenset[int] = field(repr=False)
 
     def fields(self) -> dict[str, Any]:
@@ -273,7 +323,7 @@ class BeadPlan:
             "importance": self.importance,
             "tags": list(self.tags),
             "visibility": self.visibility,
-            "metadata": {"source": self.source},
+            "metadata": {"channel": self.channel},
         }
         if self.session_id is not None:
             out["session_id"] = self.session_id
@@ -291,9 +341,9 @@ class Dataset:
     sessions: dict[str, tuple[str, str | None]]
     """session_id -> (owner, group_id or None)."""
     beads: list[BeadPlan]
-    follows_from: list[tuple[int, int]]
-    """(later, earlier) bead indexes within a session."""
+    """In session order: the hub itself links each bead FOLLOWS_FROM its session's previous one."""
     related_to: list[tuple[int, int]]
+    """(from, to) bead indexes of the RELATED_TO edges the bench adds."""
     vocabulary: list[str]
     cum_weights: list[float]
 
@@ -325,10 +375,10 @@ class Dataset:
         return " ".join(self.vocabulary[w] for w in words)
 
     def plan_bead(self, rng: Random, creator: str, session_id: str | None, group_id: str | None) -> BeadPlan:
-        title_words = self.draw_words(rng, rng.randint(3, 8))
+        title_words = self.draw_words(rng, rng.randint(4, 9))
         sentences: list[str] = []
         content_words: list[int] = []
-        budget = rng.randint(22, 62)
+        budget = rng.randint(28, 70)
         while budget > 0:
             n = min(budget, rng.randint(6, 14))
             words = self.draw_words(rng, n)
@@ -351,7 +401,7 @@ class Dataset:
             session_id=session_id,
             group_id=group_id,
             visibility=visibility,
-            source=rng.choice(_SOURCES),
+            channel=rng.choice(_CHANNELS),
             words=frozenset(title_words + content_words),
         )
 
@@ -369,7 +419,7 @@ def build_dataset(beads: int, seed: int, tag: str, related_per_bead: float = 2.0
         if k in (0, 3):
             members.append(agents[0])  # the latency caller is in two of the four groups
         groups[f"g_bench{tag}{k:02d}"] = (ops[k % 2], sorted(members))
-    data = Dataset(ops, agents, groups, {}, [], [], [], vocabulary, cum_weights)
+    data = Dataset(ops, agents, groups, {}, [], [], vocabulary, cum_weights)
     identities = data.identities
     while len(data.beads) < beads:
         owner = rng.choice(identities)
@@ -380,13 +430,8 @@ def build_dataset(beads: int, seed: int, tag: str, related_per_bead: float = 2.0
         mine = data.groups_of(owner)
         group_id = rng.choice(mine) if mine and rng.random() < 0.8 else None
         data.sessions[session_id] = (owner, group_id)
-        previous: int | None = None
         for _ in range(min(rng.randint(10, 70), beads - len(data.beads))):
             data.beads.append(data.plan_bead(rng, owner, session_id, group_id))
-            index = len(data.beads) - 1
-            if previous is not None:
-                data.follows_from.append((index, previous))
-            previous = index
     # RELATED_TO: from a bead to one its creator can see, mostly within the same group (locality).
     pools = {ai: data.visible_to(ai) for ai in identities}
     by_group: dict[str, list[int]] = {g: [] for g in data.groups}
@@ -811,6 +856,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
     """Build the data, ingest it, time every operation and the floor; tear down what it started."""
     started_at = datetime.now(UTC)
     t_start = time.perf_counter()
+    load_start = _load_average()
     tag = secrets.token_hex(3)
     graph_name = config.graph_name or f"bench_{tag}"
     say = progress or (lambda _msg: None)
@@ -841,12 +887,15 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             settings = HubSettings(
                 nats_url=nats_url, falkordb_url=falkordb_url, redis_url=redis_url, graph_name=graph_name
             )
+            if config.embedder is not None:
+                settings.embedder = settings.embedder.model_copy(update={"kind": config.embedder})
             service = await cleanup.enter_async_context(running_hub(settings))
             if config.graph_name is None and config.nats_url is not None:
                 cleanup.push_async_callback(_delete_graph, falkordb_url, graph_name)
             probe = HubProbe.attach(service.ctx)
             cleanup.callback(probe.detach)
             setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
+            setup += f"; embedder {settings.embedder.kind}"
         else:
             setup += "; external hub"
 
@@ -878,6 +927,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         say("timing operations one request at a time")
         measured = await _measure(w, FLOORS + LATENCY_OPS, probe, say)
         machine = await _machine(clients[caller].nc, falkordb_url)
+        machine.load = (load_start, _load_average())
         summary = _summary(data, caller, len(visible_plans), queries, edge_counts)
     return BenchReport(
         config=config,
@@ -938,6 +988,7 @@ def _summary(
     for i, b in enumerate(data.beads):
         for word in b.words:
             postings.setdefault(word, set()).add(i)
+    tokens = _token_counts([f"{b.title}\n{b.content}" for b in data.beads[:1000]])
     matches = []
     for q in queries[:300]:
         hit: set[int] = set()
@@ -953,10 +1004,18 @@ def _summary(
         visibility=visibility,
         bead_bytes=(sizes[0], sizes[len(sizes) // 2], sizes[-1]) if sizes else (0, 0, 0),
         vocabulary=len(data.vocabulary),
+        tokens=(_median_int(tokens), round(percentile([float(t) for t in tokens], 90))) if tokens else (0, 0),
         caller=caller,
         caller_visible=caller_visible,
         query_matches=(_median_int(matches), round(percentile([float(m) for m in matches], 90))),
     )
+
+
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return math.nan
 
 
 def _cpu_model() -> str:
@@ -1034,13 +1093,15 @@ def _header_lines(report: BenchReport) -> list[str]:
     edges = ", ".join(f"{n:,} {t}" for t, n in sorted(d.edges.items()))
     floor = report.floor
     return [
-        f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}",
+        f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}; "
+        f"load average {m.load[0]:.2f} at the start, {m.load[1]:.2f} at the end",
         f"Software: {m.python}; nats-server {m.nats_server}; redis {m.redis} + FalkorDB {m.falkordb}; {libs}",
         f"Setup: {report.setup}",
         f"Data: {d.beads:,} beads by {d.identities} identities in {d.groups} groups and "
         f"{d.sessions} sessions ({vis}); {sum(d.edges.values()):,} edges ({edges}); "
         f"title+content {d.bead_bytes[0]}-{d.bead_bytes[2]} B "
-        f"(median {d.bead_bytes[1]} B) from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
+        f"(median {d.bead_bytes[1]} B, {d.tokens[0]} embedder tokens, p90 {d.tokens[1]}) "
+        f"from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
         f"Queries: 1-3 words; median {d.query_matches[0]:,} beads of the store match one (p90 "
         f"{d.query_matches[1]:,}); the caller {d.caller} may see {d.caller_visible:,} beads",
         f"Ingest: {c.concurrency} requests in flight through the client library, one connection per identity",

@@ -83,6 +83,8 @@ async def create_group(ctx: HubContext, caller: str, req: CreateGroup) -> Group:
 
 async def add_member(ctx: HubContext, caller: str, req: AddMember) -> Group:
     await _require_ops(ctx, caller, req.group_id)
+    if req.ai_id == caller and req.role.value != "ops" and await _ops_count(ctx, req.group_id) <= 1:
+        raise Conflict(f"{caller} is the last ops of {req.group_id}; hand the role over first")
     await ctx.graph.query(
         "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF {role: 'ops'}]->(g:Group {group_id: $group_id}) "
         "MERGE (a:AI {ai_id: $ai_id}) MERGE (a)-[m:MEMBER_OF]->(g) "
@@ -90,6 +92,14 @@ async def add_member(ctx: HubContext, caller: str, req: AddMember) -> Group:
         {"caller": caller, "group_id": req.group_id, "ai_id": req.ai_id, "role": req.role.value, "now": now_ms()},
     )
     return await _load(ctx, req.group_id)
+
+
+async def _ops_count(ctx: HubContext, group_id: str) -> int:
+    rows = await ctx.graph.ro_query(
+        "MATCH (:AI)-[m:MEMBER_OF {role: 'ops'}]->(:Group {group_id: $group_id}) RETURN count(m)",
+        {"group_id": group_id},
+    )
+    return int(rows[0][0]) if rows else 0
 
 
 async def remove_member(ctx: HubContext, caller: str, req: RemoveMember) -> Group:

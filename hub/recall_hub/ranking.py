@@ -1,20 +1,37 @@
-"""Fusion and priors, as pure functions.
+"""Fusion, graph context and priors, as pure functions.
 
-Relevance is Reciprocal Rank Fusion over rank positions: ``sum(1 / (RRF_K + rank))`` over the lists
-(keyword, vector) that found the bead. Priors then multiply it by ``PRIOR_FACTOR ** z`` where ``z``
-in [-1, 1] is a weighted mean of importance, recency, provenance and demotion (archived or
-superseded). So priors move a score by at most ×1.5 up or ÷1.5 down, and can reorder two beads only
-when their relevance differs by less than ``PRIOR_FACTOR ** 2`` = 2.25×.
+Relevance is a weighted fusion of the lists' *scores*, each normalised per query to [0, 1]: BM25
+divided by the best BM25, cosine similarity min-max scaled over the vector candidates. A bead found
+by one list only gets 0 from the other. ``KEYWORD_WEIGHT`` and ``VECTOR_WEIGHT`` weigh the lists
+(their sum is 1 in hybrid mode; a single-list mode is that list's normalised score alone, so its
+order is exactly the list's). Rank-only fusion (:func:`rrf`, kept for comparison) throws away how
+far apart the scores are, and on LoCoMo it loses to BM25 alone (docs/retrieval.md).
+
+Graph context (hybrid mode): a bead whose session neighbour (a ``FOLLOWS_FROM`` edge either way)
+is relevant is likely relevant too — a reply to the question, the answer to a request. So each
+candidate gains ``CONTEXT_WEIGHT`` times the best fused relevance among its neighbours that are
+candidates themselves (:func:`add_context`).
+
+Priors then multiply relevance by ``PRIOR_FACTOR ** z`` where ``z`` in [-1, 1] is a weighted mean
+of importance, recency, provenance and demotion (archived or superseded). So priors move a score by
+at most ×1.5 up or ÷1.5 down, and can reorder two beads only when their relevance differs by less
+than ``PRIOR_FACTOR ** 2`` = 2.25×.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 RRF_K = 60
+KEYWORD_WEIGHT = 0.7
+VECTOR_WEIGHT = 0.3
+LIST_WEIGHTS = {"keyword": KEYWORD_WEIGHT, "vector": VECTOR_WEIGHT}
+CONTEXT_WEIGHT = 0.4
+MIN_SPREAD = 0.1
+"""Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
 PRIOR_FACTOR = 1.5
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"importance": 0.35, "recency": 0.2, "provenance": 0.15, "demotion": 0.3}
@@ -27,6 +44,9 @@ class Fused:
     bead_id: str
     relevance: float = 0.0
     sources: list[tuple[str, int, float]] = field(default_factory=list)  # (list, rank, raw score)
+    context: float = 0.0
+    """The part of ``relevance`` lent by a neighbour (graph context)."""
+    context_from: str | None = None
 
 
 def rrf(lists: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Fused]:
@@ -38,6 +58,58 @@ def rrf(lists: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Fused]:
             entry.relevance += 1.0 / (RRF_K + rank)
             entry.sources.append((name, rank, raw))
     return fused
+
+
+def _normalised(name: str, items: Sequence[tuple[str, float]]) -> list[float]:
+    scores = [raw for _, raw in items]
+    if not scores:
+        return []
+    if name == "vector":
+        low, high = min(scores), max(scores)
+        spread = max(high - low, MIN_SPREAD)
+        return [max(0.0, 1.0 - (high - raw) / spread) for raw in scores]
+    best = max(scores)
+    return [raw / best if best > 0 else 1.0 for raw in scores]
+
+
+def fuse(
+    lists: Mapping[str, Sequence[tuple[str, float]]], weights: Mapping[str, float] | None = None
+) -> dict[str, Fused]:
+    """Weighted fusion of ranked lists of ``(bead_id, raw_score)`` (best first), by normalised score.
+
+    BM25 (``"keyword"``) is divided by the best score of the query; cosine (``"vector"``) is
+    min-max scaled over its list. The weights of the lists asked for are rescaled to sum to 1.
+    """
+    weights = weights or LIST_WEIGHTS
+    total = sum(weights.get(name, 1.0) for name in lists) or 1.0
+    fused: dict[str, Fused] = {}
+    for name, items in lists.items():
+        weight = weights.get(name, 1.0) / total
+        for rank, ((bead_id, raw), norm) in enumerate(zip(items, _normalised(name, items), strict=True), start=1):
+            entry = fused.setdefault(bead_id, Fused(bead_id))
+            entry.relevance += weight * norm
+            entry.sources.append((name, rank, raw))
+    return fused
+
+
+def add_context(
+    fused: Mapping[str, Fused], neighbours: Mapping[str, Iterable[str]], weight: float = CONTEXT_WEIGHT
+) -> None:
+    """Raise each bead by ``weight`` times the best relevance among its neighbours in ``fused``.
+
+    Uses the relevance before any context was added, so the order of updates does not matter.
+    """
+    base = {bead_id: entry.relevance for bead_id, entry in fused.items()}
+    for bead_id, entry in fused.items():
+        best, via = 0.0, None
+        for other in neighbours.get(bead_id, ()):
+            score = base.get(other, 0.0)
+            if other != bead_id and (score > best or (score == best and via is not None and other < via)):
+                best, via = score, other
+        if via is not None and best > 0:
+            entry.context = weight * best
+            entry.context_from = via
+            entry.relevance += entry.context
 
 
 def prior(props: Mapping[str, Any], superseded: bool, now_ms: int) -> tuple[float, list[str]]:

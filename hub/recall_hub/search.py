@@ -1,5 +1,11 @@
 """Recall: hybrid search, find_similar, why() and token-budgeted context.
 
+Hybrid ranking (docs/retrieval.md has the method and the LoCoMo numbers behind each step): BM25
+keyword candidates and vector candidates, read concurrently, fused by normalised score
+(:func:`~recall_hub.ranking.fuse`); then graph context — a candidate gains part of the relevance of
+its ``FOLLOWS_FROM`` neighbours among the candidates (:func:`~recall_hub.ranking.add_context`); then
+the bounded priors. Keyword-only and vector-only modes are the plain lists, with priors if asked.
+
 Every path starts from beads the caller may see: keyword candidates are filtered by visibility in
 the graph query before their limit, vector candidates come only from the caller's own scopes, and
 every candidate is re-checked against the graph (visibility and filters) before it is returned.
@@ -7,8 +13,9 @@ every candidate is re-checked against the graph (visibility and filters) before 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from falkordb import Node
@@ -35,7 +42,7 @@ from .context import HubContext
 from .embedding_index import bead_text, embed_texts
 from .filters import filter_clause
 from .keyword import keyword_candidates
-from .ranking import prior, rrf
+from .ranking import CONTEXT_WEIGHT, add_context, fuse, prior
 from .records import bead_from_node
 from .relationships import expand
 from .timeutil import now_ms
@@ -77,20 +84,42 @@ async def vector_candidates(
 class Hydrated:
     node: Node
     superseded: bool
+    neighbours: list[str] = field(default_factory=list)
+    """Beads among the hydrated ``ids`` linked to this one by ``FOLLOWS_FROM`` (either way)."""
 
 
-async def hydrate(ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Hydrated]:
-    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them."""
+async def hydrate(
+    ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters, neighbours: bool = False
+) -> dict[str, Hydrated]:
+    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them
+    and, with ``neighbours``, which of the others they are ``FOLLOWS_FROM``-linked to."""
     if not ids:
         return {}
     clause, params = filter_clause("b", filters)
-    rows = await ctx.graph.ro_query(
+    cypher = (
         MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
         "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
-        "RETURN b, count(newer) > 0",
-        {"caller": caller, "ids": list(ids), **params},
+        "WITH b, count(newer) > 0 AS superseded "
     )
-    return {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1])) for row in rows}
+    if neighbours:
+        cypher += (
+            "OPTIONAL MATCH (b)-[:FOLLOWS_FROM]-(n:Bead) WHERE n.bead_id IN $ids "
+            "RETURN b, superseded, collect(DISTINCT n.bead_id)"
+        )
+    else:
+        cypher += "RETURN b, superseded, []"
+    rows = await ctx.graph.ro_query(cypher, {"caller": caller, "ids": list(ids), **params})
+    found = {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1]), list(row[2])) for row in rows}
+    for entry in found.values():  # only visible, filter-passing beads lend context
+        entry.neighbours = [n for n in entry.neighbours if n in found]
+    return found
+
+
+async def _vector_list(
+    ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
+) -> list[tuple[str, float]]:
+    vector = (await embed_texts(ctx, [query]))[0]
+    return await vector_candidates(ctx, caller, vector, filters, depth)
 
 
 async def rank(
@@ -102,22 +131,29 @@ async def rank(
     mode: SearchMode = SearchMode.HYBRID,
     use_priors: bool = True,
 ) -> list[SearchHit]:
-    lists: dict[str, list[tuple[str, float]]] = {}
     depth = max(CANDIDATES, limit)
+    hybrid = mode is SearchMode.HYBRID
+    names: list[str] = []
+    reads = []
     if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-        lists["keyword"] = await keyword_candidates(ctx, caller, query, filters, depth)
+        names.append("keyword")
+        reads.append(keyword_candidates(ctx, caller, query, filters, depth))
     if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-        vector = (await embed_texts(ctx, [query]))[0]
-        lists["vector"] = await vector_candidates(ctx, caller, vector, filters, depth)
-    fused = rrf(lists)
-    beads = await hydrate(ctx, caller, list(fused), filters)
+        names.append("vector")
+        reads.append(_vector_list(ctx, caller, query, filters, depth))
+    lists = dict(zip(names, await asyncio.gather(*reads), strict=True))
+    fused = fuse(lists)
+    beads = await hydrate(ctx, caller, list(fused), filters, neighbours=hybrid)
+    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in beads}
+    if hybrid:
+        add_context(fused, {bead_id: found.neighbours for bead_id, found in beads.items()}, CONTEXT_WEIGHT)
     now = now_ms()
     hits: list[SearchHit] = []
     for bead_id, entry in fused.items():
-        found = beads.get(bead_id)
-        if found is None:
-            continue
+        found = beads[bead_id]
         multiplier, notes = prior(found.node.properties, found.superseded, now) if use_priors else (1.0, [])
+        if entry.context_from is not None:
+            notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
         hits.append(
             SearchHit(
                 bead=bead_from_node(found.node),

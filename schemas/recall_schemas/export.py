@@ -72,6 +72,17 @@ def asyncapi() -> dict[str, Any]:
     }
 
 
+def operations_table() -> str:
+    """The request/reply operations as a markdown table (embedded in docs/protocol.md)."""
+    lines = ["| operation | subject | request | reply | what |", "| --- | --- | --- | --- | --- |"]
+    for op in OPERATIONS.values():
+        lines.append(
+            f"| `{op.name}` | `{REQUEST_ROOT}.<caller>.{op.name}` | `{op.request.__name__}` "
+            f"| `{op.reply.__name__}` | {op.summary} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render_all() -> dict[str, str]:
     """Relative path -> file text of everything the export writes."""
     files = {

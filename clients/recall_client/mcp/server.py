@@ -268,7 +268,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(args.log_level)
     if not args.ai_id:
         print("recall-mcp: give the agent's AI id with --ai-id or RECALL_AI_ID", file=sys.stderr)
         return 2
@@ -279,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InvalidRequest as exc:
         print(f"recall-mcp: {exc.message}", file=sys.stderr)
         return 2
+    configure_logging(args.log_level)
     server = build_server(link, log_level=args.log_level)
     where = f"http://{args.host}:{args.port}{args.path}" if args.http else "stdio"
     print(f"recall-mcp {_version()}: {args.ai_id} via {args.nats}, serving MCP on {where}", file=sys.stderr)

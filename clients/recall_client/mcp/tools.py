@@ -291,7 +291,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_by_tag",
         "Memories with a tag",
-        "The beads you may see that carry a tag, newest first.",
+        "The beads you may see that carry a tag, newest first: everything filed under one label. To combine "
+        "tags with a query, use search_beads with filters.tags.",
         params={"tag": "The tag, exactly as stored (case-sensitive).", "limit": LIMIT + " Default 100."},
         read_only=True,
     ),

@@ -1,0 +1,186 @@
+"""What the MCP sidecar adds over the client library, for a search and a create, in one run.
+
+    python -m recall_client.mcp.overhead --nats nats://127.0.0.1:4222 [--rounds 200]
+
+Needs a running hub (``recall up`` or ``make demo``). Four paths make the same calls as one agent:
+the client library directly; the sidecar in process through the SDK's in-memory client; and the
+``recall-mcp`` sidecar as a subprocess over stdio and over streamable HTTP, each driven by the SDK's
+client. Every round times one call per path in turn, so drift hits every path alike; p50/p90 are of
+the wall time around each awaited call in this process. Overhead = the path's p50 minus the library's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from recall_client.client import RecallClient
+
+from .link import HubLink
+from .server import build_server
+
+QUERIES = [
+    "payments retry backoff",
+    "which graph store did we choose",
+    "flaky integration test on the gateway",
+    "release schedule",
+    "how to rotate the NATS credentials",
+    "vector index recall",
+    "deploy rollback procedure",
+    "why did the nightly build fail",
+]
+SEARCH_LIMIT = 10
+METHOD = (
+    "Method: one agent id; four paths make the same calls (the client library; the sidecar in process via the "
+    "SDK's in-memory client; recall-mcp over stdio; recall-mcp over streamable HTTP). Each round times one call "
+    "per path in turn after a warm-up; wall time around each awaited call in this process; "
+    "overhead = path p50 - library p50."
+)
+
+
+@dataclass
+class Row:
+    operation: str
+    path: str
+    p50_ms: float
+    p90_ms: float
+    overhead_ms: float | None
+
+
+Call = Callable[[int], Awaitable[Any]]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _mcp_call(client: Client, tool: str, arguments: dict[str, Any]) -> Any:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise RuntimeError(f"{tool}: {result.content}")
+    return result
+
+
+@contextlib.asynccontextmanager
+async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[Client]:
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "recall_client.mcp", "--http", "--port", str(port),
+        env={**os.environ, "RECALL_AI_ID": ai_id, "RECALL_NATS_URL": nats_url},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                if proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the HTTP sidecar did not start") from None
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            break
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            yield client
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await proc.wait()
+
+
+async def measure(nats_url: str, rounds: int = 200, warmup: int = 20) -> list[Row]:
+    """p50/p90 per operation and path, and each path's p50 overhead over the library."""
+    ai_id = f"a_ovh{secrets.token_hex(4)}"
+    stdio = StdioServerParameters(
+        command=sys.executable, args=["-m", "recall_client.mcp", "--ai-id", ai_id, "--nats", nats_url]
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        library = await stack.enter_async_context(RecallClient(ai_id, nats_url))
+        in_process = await stack.enter_async_context(Client(build_server(HubLink(ai_id, nats_url))))
+        over_stdio = await stack.enter_async_context(Client(stdio))
+        over_http = await stack.enter_async_context(_http_sidecar(ai_id, nats_url))
+        sidecars = {"mcp in-process": in_process, "mcp stdio": over_stdio, "mcp http": over_http}
+
+        for i in range(30):  # something to search
+            await library.create_bead(f"Seed memory {i}: {QUERIES[i % len(QUERIES)]}", f"detail {i}", tags=["ovh"])
+
+        def search_calls() -> dict[str, Call]:
+            def via(client: Client) -> Call:
+                return lambda i: _mcp_call(
+                    client, "search_beads", {"query": QUERIES[i % len(QUERIES)], "limit": SEARCH_LIMIT}
+                )
+
+            calls: dict[str, Call] = {
+                "library": lambda i: library.search_beads(QUERIES[i % len(QUERIES)], limit=SEARCH_LIMIT)
+            }
+            return calls | {name: via(client) for name, client in sidecars.items()}
+
+        def create_calls() -> dict[str, Call]:
+            def via(client: Client, name: str) -> Call:
+                return lambda i: _mcp_call(
+                    client, "create_bead", {"title": f"{name} create {i}", "content": "overhead probe"}
+                )
+
+            calls: dict[str, Call] = {"library": lambda i: library.create_bead(f"library create {i}", "overhead probe")}
+            return calls | {name: via(client, name) for name, client in sidecars.items()}
+
+        rows: list[Row] = []
+        for operation, calls in (("search_beads", search_calls()), ("create_bead", create_calls())):
+            times: dict[str, list[float]] = {path: [] for path in calls}
+            for i in range(warmup + rounds):
+                for path, fn in calls.items():
+                    started = time.perf_counter()
+                    await fn(i)
+                    if i >= warmup:
+                        times[path].append((time.perf_counter() - started) * 1000)
+            base = statistics.median(times["library"])
+            for path, samples in times.items():
+                p50 = statistics.median(samples)
+                p90 = statistics.quantiles(samples, n=10)[-1]
+                rows.append(Row(operation, path, p50, p90, None if path == "library" else p50 - base))
+        return rows
+
+
+def render(rows: list[Row], nats_url: str, rounds: int) -> str:
+    lines = [
+        f"MCP sidecar overhead over the client library ({rounds} interleaved rounds per path, hub via {nats_url})",
+        "",
+        f"{'operation':<14}{'path':<16}{'p50 ms':>9}{'p90 ms':>9}{'overhead p50':>14}",
+    ]
+    for row in rows:
+        overhead = "" if row.overhead_ms is None else f"+{row.overhead_ms:.2f} ms"
+        lines.append(f"{row.operation:<14}{row.path:<16}{row.p50_ms:>9.2f}{row.p90_ms:>9.2f}{overhead:>14}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m recall_client.mcp.overhead", description=METHOD)
+    parser.add_argument("--nats", default=os.environ.get("RECALL_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args(argv)
+    rows = asyncio.run(measure(args.nats, args.rounds, args.warmup))
+    print(METHOD, end="\n\n")
+    print(render(rows, args.nats, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
