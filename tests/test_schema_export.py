@@ -34,4 +34,4 @@ def test_protocol_doc_lists_every_operation() -> None:
 
     doc = (SCHEMAS.parent / "docs" / "protocol.md").read_text()
     section = doc.split("<!-- operations:begin -->\n", 1)[1].split("<!-- operations:end -->", 1)[0]
-    assert section == operations_table(), "regenerate the table in docs/protocol.md"
+    assert section == operations_table(), "run `recall export-schemas` to regenerate docs/protocol.md's table"

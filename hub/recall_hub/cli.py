@@ -137,10 +137,13 @@ async def _audit(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from recall_schemas.export import export
+    from recall_schemas.export import export, sync_protocol_doc
 
     for path in export(Path(args.out)):
         print(path)
+    doc = Path(args.out).parent / "docs" / "protocol.md"
+    if doc.exists() and sync_protocol_doc(doc):
+        print(doc)
     return 0
 
 

@@ -83,6 +83,20 @@ def operations_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+BEGIN, END = "<!-- operations:begin -->\n", "<!-- operations:end -->"
+
+
+def sync_protocol_doc(doc: Path) -> bool:
+    """Rewrite the operation table between the markers of ``doc``; True if it changed."""
+    text = doc.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    updated = head + BEGIN + operations_table() + END + tail
+    if updated != text:
+        doc.write_text(updated)
+    return updated != text
+
+
 def render_all() -> dict[str, str]:
     """Relative path -> file text of everything the export writes."""
     files = {
