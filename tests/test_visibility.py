@@ -212,19 +212,41 @@ async def build_world(new_client: NewClient, vis: Visibility, linked: bool = Fal
 
 
 # --- the matrix ------------------------------------------------------------------------------
-# One test per endpoint (or per small family of endpoints sharing a setup), each parametrised over
-# visibility x role; test ids read "<visibility>-<role>".
+# Each test covers one endpoint, or a family of endpoints that share a setup (each assertion names
+# its endpoint), parametrised over visibility x role; test ids read "<visibility>-<role>".
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_bead(new_client: NewClient, vis: Visibility, role: str) -> None:
-    w = await build_world(new_client, vis)
-    caller = w.by_role[role]
+async def test_reads(new_client: NewClient, vis: Visibility, role: str) -> None:
+    """get_bead, get_by_session, get_by_group, get_by_tag, get_recent and rank_by_importance."""
+    w = await build_world(new_client, vis, linked=True)
+    caller, target = w.by_role[role], w.target.bead_id
     if sees(role, vis):
-        got = await caller.get_bead(w.target.bead_id)
-        assert (got.bead_id, got.content) == (w.target.bead_id, w.target.content)
+        got = await caller.get_bead(target)
+        assert (got.bead_id, got.content) == (target, w.target.content), "get_bead"
     else:
-        await assert_like_missing(caller.get_bead, w.target.bead_id)
+        await assert_like_missing(caller.get_bead, target)
+
+    by_session = await caller.get_by_session(w.session_id)
+    assert (target in ids(by_session)) is sees(role, vis), "get_by_session"
+    by_tag = await caller.get_by_tag(w.tag)
+    assert ids(by_tag) == ([target] if sees(role, vis) else []), "get_by_tag"
+    recent = await caller.get_recent(limit=500, since=w.target.created_at)
+    assert (target in ids(recent)) is sees(role, vis), "get_recent"
+    assert w.anchor.bead_id in ids(recent), "get_recent"  # the global anchor, created just after
+    if is_member(role):
+        by_group = await caller.get_by_group(w.group_id)
+        assert (target in ids(by_group)) is sees(role, vis), "get_by_group"
+    else:
+        # A non-member learns nothing about the group, not even that it exists.
+        by_group = []
+        await assert_like_missing(caller.get_by_group, w.group_id)
+    for listing in (by_session, by_tag, recent, by_group):
+        assert_may_see_all(caller.ai_id, w.member_of(role), listing)
+
+    ranked = await caller.rank_by_importance([target, new_id("b"), w.anchor.bead_id])
+    # The anchor (importance 5) outranks the target (importance 3) whenever both are shown.
+    assert ids(ranked) == ([w.anchor.bead_id, target] if sees(role, vis) else [w.anchor.bead_id]), "rank"
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
@@ -283,154 +305,112 @@ async def test_search_beads_and_context(new_client: NewClient, vis: Visibility, 
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_listings_and_rank_by_importance(new_client: NewClient, vis: Visibility, role: str) -> None:
-    """get_by_session, get_by_group, get_by_tag, get_recent and rank_by_importance."""
+async def test_relationships_traversal_and_why(
+    new_client: NewClient, hub: HubContext, vis: Visibility, role: str
+) -> None:
+    """get_relationships, traverse_graph, why, then add_relationship."""
     w = await build_world(new_client, vis, linked=True)
-    caller = w.by_role[role]
-    target = w.target.bead_id
+    caller, target, anchor = w.by_role[role], w.target.bead_id, w.anchor.bead_id
+    link = (anchor, target, RelType.RELATED_TO)
 
-    by_session = await caller.get_by_session(w.session_id)
-    assert (target in ids(by_session)) is sees(role, vis), "get_by_session"
-    by_tag = await caller.get_by_tag(w.tag)
-    assert ids(by_tag) == ([target] if sees(role, vis) else []), "get_by_tag"
-    recent = await caller.get_recent(limit=500, since=w.target.created_at)
-    assert (target in ids(recent)) is sees(role, vis), "get_recent"
-    assert w.anchor.bead_id in ids(recent)  # the global anchor, created just after, is always there
-    if is_member(role):
-        by_group = await caller.get_by_group(w.group_id)
-        assert (target in ids(by_group)) is sees(role, vis), "get_by_group"
-    else:
-        # A non-member learns nothing about the group, not even that it exists.
-        by_group = []
-        await assert_like_missing(caller.get_by_group, w.group_id)
-    for listing in (by_session, by_tag, recent, by_group):
-        assert_may_see_all(caller.ai_id, w.member_of(role), listing)
-
-    ranked = await caller.rank_by_importance([target, new_id("b"), w.anchor.bead_id])
-    # The anchor (importance 5) outranks the target (importance 3) whenever both are shown.
-    assert ids(ranked) == ([w.anchor.bead_id, target] if sees(role, vis) else [w.anchor.bead_id])
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_add_relationship(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
-    w = await build_world(new_client, vis)
-    caller = w.by_role[role]
-    mine = await caller.create_bead(f"own bead of the {role}", "visible to its creator")
-    if sees(role, vis):
-        out = await caller.add_relationship(mine.bead_id, w.target.bead_id, RelType.RELATED_TO)
-        back = await caller.add_relationship(w.target.bead_id, mine.bead_id, RelType.FOLLOWS_FROM)
-        assert (out.from_id, out.to_id, back.from_id, back.to_id) == (
-            mine.bead_id,
-            w.target.bead_id,
-            w.target.bead_id,
-            mine.bead_id,
-        )
-    else:
-        await assert_like_missing(
-            lambda b: caller.add_relationship(mine.bead_id, b, RelType.RELATED_TO), w.target.bead_id
-        )
-        await assert_like_missing(
-            lambda b: caller.add_relationship(b, mine.bead_id, RelType.FOLLOWS_FROM), w.target.bead_id
-        )
-    assert await edge_count(hub, mine.bead_id, w.target.bead_id) == (2 if sees(role, vis) else 0)
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_get_relationships_and_traverse_graph(new_client: NewClient, vis: Visibility, role: str) -> None:
-    w = await build_world(new_client, vis, linked=True)
-    caller = w.by_role[role]
-    link = (w.anchor.bead_id, w.target.bead_id, RelType.RELATED_TO)
-
-    from_anchor = await caller.get_relationships(w.anchor.bead_id)
+    from_anchor = await caller.get_relationships(anchor)
     assert (link in {(e.from_id, e.to_id, e.rel_type) for e in from_anchor}) is sees(role, vis)
-    assert any(w.target.bead_id in (e.from_id, e.to_id) for e in from_anchor) is sees(role, vis)
+    assert any(target in (e.from_id, e.to_id) for e in from_anchor) is sees(role, vis)
     if sees(role, vis):
-        of_target = await caller.get_relationships(w.target.bead_id, direction="in")
+        of_target = await caller.get_relationships(target, direction="in")
         assert link in {(e.from_id, e.to_id, e.rel_type) for e in of_target}
     else:
-        await assert_like_missing(caller.get_relationships, w.target.bead_id)
+        await assert_like_missing(caller.get_relationships, target)
 
-    sub = await caller.traverse_graph(w.anchor.bead_id, max_depth=3)
+    sub = await caller.traverse_graph(anchor, max_depth=3)
     nodes = {n.bead.bead_id: n.depth for n in sub.nodes}
-    assert (nodes.get(w.target.bead_id) == 1) is sees(role, vis)
-    assert (w.target.bead_id in nodes) is sees(role, vis)
+    assert (nodes.get(target) == 1) is sees(role, vis), "traverse_graph"
+    assert (target in nodes) is sees(role, vis), "traverse_graph"
     assert all(e.from_id in nodes and e.to_id in nodes for e in sub.edges)
     assert_may_see_all(caller.ai_id, w.member_of(role), (n.bead for n in sub.nodes))
     if sees(role, vis):
-        back = await caller.traverse_graph(w.target.bead_id, max_depth=1)
+        back = await caller.traverse_graph(target, max_depth=1)
         depths = {n.bead.bead_id: n.depth for n in back.nodes}
-        assert (depths[w.target.bead_id], depths[w.anchor.bead_id]) == (0, 1)
+        assert (depths[target], depths[anchor]) == (0, 1)
     else:
-        await assert_like_missing(caller.traverse_graph, w.target.bead_id)
+        await assert_like_missing(caller.traverse_graph, target)
+
+    # why, seeded on the target itself (its session holds nothing else).
+    seeded = await caller.why(w.word, hops=2, filters={"session_id": w.session_id})
+    assert seeded.seeds == ([target] if sees(role, vis) else []), "why"
+    shown = {n.bead.bead_id for n in seeded.graph.nodes}
+    assert (target in shown) is sees(role, vis), "why"
+    assert (anchor in shown) is sees(role, vis), "why"  # reached only through the target
+    # why, seeded on the anchor: the walk reaches the target only when the caller may see it.
+    from_anchor_why = await caller.why(
+        w.anchor.title.split()[-1], hops=2, seeds=1, filters={"created_by": w.creator.ai_id}
+    )
+    assert from_anchor_why.seeds == [anchor], "why"
+    assert (target in {n.bead.bead_id for n in from_anchor_why.graph.nodes}) is sees(role, vis), "why"
+    for result in (seeded, from_anchor_why):
+        assert_may_see_all(caller.ai_id, w.member_of(role), (n.bead for n in result.graph.nodes))
+        shown = {n.bead.bead_id for n in result.graph.nodes}
+        assert all(e.from_id in shown and e.to_id in shown for e in result.graph.edges)
+
+    # add_relationship: only between beads the caller can see.
+    mine = await caller.create_bead(f"own bead of the {role}", "visible to its creator")
+    if sees(role, vis):
+        out = await caller.add_relationship(mine.bead_id, target, RelType.RELATED_TO)
+        back_link = await caller.add_relationship(target, mine.bead_id, RelType.FOLLOWS_FROM)
+        assert (out.from_id, out.to_id, back_link.from_id, back_link.to_id) == (
+            mine.bead_id,
+            target,
+            target,
+            mine.bead_id,
+        )
+    else:
+        await assert_like_missing(lambda b: caller.add_relationship(mine.bead_id, b, RelType.RELATED_TO), target)
+        await assert_like_missing(lambda b: caller.add_relationship(b, mine.bead_id, RelType.FOLLOWS_FROM), target)
+    assert await edge_count(hub, mine.bead_id, target) == (2 if sees(role, vis) else 0), "add_relationship"
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_deduplicate_beads(new_client: NewClient, hub: HubContext, vis: Visibility, role: str) -> None:
+async def test_find_similar_and_deduplicate_beads(
+    new_client: NewClient, hub: HubContext, vis: Visibility, role: str
+) -> None:
     w = await build_world(new_client, vis)
-    caller = w.by_role[role]
-    # An exact duplicate of the target, global: the target is older, so a merge would keep it.
-    twin = await w.creator.create_bead(f"twin {token()}", w.target.content, visibility="global", group_id=w.group_id)
-    pair = {w.target.bead_id, twin.bead_id}
+    caller, target = w.by_role[role], w.target.bead_id
+    # A global copy of the target (same text, so the same content hash and the nearest vector).
+    # The target is older, so a merge would keep it and archive the twin.
+    twin = await w.creator.create_bead(w.target.title, w.target.content, visibility="global", group_id=w.group_id)
+    pair = {target, twin.bead_id}
+
+    similar = await caller.find_similar(twin.bead_id, threshold=0.9, limit=10)
+    assert (target in ids(h.bead for h in similar.hits)) is sees(role, vis), "find_similar"
+    assert_may_see_all(caller.ai_id, w.member_of(role), (h.bead for h in similar.hits))
+    if sees(role, vis):
+        from_target = await caller.find_similar(target, threshold=0.9, limit=10)
+        assert twin.bead_id in ids(h.bead for h in from_target.hits), "find_similar"
+    else:
+        await assert_like_missing(lambda b: caller.find_similar(b, threshold=0.9), target)
 
     report = await caller.deduplicate_beads(bead_id=twin.bead_id, group_id=w.group_id)
-    assert [set(c.bead_ids) for c in report.clusters] == ([pair] if sees(role, vis) else [])
+    assert [set(c.bead_ids) for c in report.clusters] == ([pair] if sees(role, vis) else []), "deduplicate"
     whole_group = await caller.deduplicate_beads(group_id=w.group_id)
-    assert any(w.target.bead_id in c.bead_ids for c in whole_group.clusters) is sees(role, vis)
+    assert any(target in c.bead_ids for c in whole_group.clusters) is sees(role, vis), "deduplicate"
     if sees(role, vis):
-        own = await caller.deduplicate_beads(bead_id=w.target.bead_id, group_id=w.group_id)
-        assert [set(c.bead_ids) for c in own.clusters] == [pair]
+        own = await caller.deduplicate_beads(bead_id=target, group_id=w.group_id)
+        assert [set(c.bead_ids) for c in own.clusters] == [pair], "deduplicate"
     else:
-        await assert_like_missing(lambda b: caller.deduplicate_beads(bead_id=b, group_id=w.group_id), w.target.bead_id)
+        await assert_like_missing(lambda b: caller.deduplicate_beads(bead_id=b, group_id=w.group_id), target)
 
     # A merge changes only what the caller may change: here only the creator may archive the twin.
     merged = await caller.deduplicate_beads(bead_id=twin.bead_id, group_id=w.group_id, merge=True)
     merges = sees(role, vis) and role == "creator"
-    expected = [w.target.bead_id] if merges else [None] if sees(role, vis) else []
-    assert [c.merged_into for c in merged.clusters] == expected
+    expected = [target] if merges else [None] if sees(role, vis) else []
+    assert [c.merged_into for c in merged.clusters] == expected, "deduplicate merge"
     assert (await stored_status(hub, twin.bead_id) == BeadStatus.ARCHIVED.value) is merges
-    assert await stored_status(hub, w.target.bead_id) == BeadStatus.ACTIVE.value
+    assert await stored_status(hub, target) == BeadStatus.ACTIVE.value
     rows = await hub.graph.ro_query(
         "MATCH (:Bead {bead_id: $k})-[r:UPDATES]->(:Bead {bead_id: $d}) RETURN count(r)",
-        {"k": w.target.bead_id, "d": twin.bead_id},
+        {"k": target, "d": twin.bead_id},
     )
     assert (rows[0][0] == 1) is merges
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_find_similar(new_client: NewClient, vis: Visibility, role: str) -> None:
-    w = await build_world(new_client, vis)
-    caller = w.by_role[role]
-    # A global bead with the very same text: the target is its nearest neighbour, when visible.
-    twin = await w.creator.create_bead(w.target.title, w.target.content, visibility="global")
-    similar = await caller.find_similar(twin.bead_id, threshold=0.9, limit=10)
-    assert (w.target.bead_id in ids(h.bead for h in similar.hits)) is sees(role, vis)
-    assert_may_see_all(caller.ai_id, w.member_of(role), (h.bead for h in similar.hits))
-    if sees(role, vis):
-        from_target = await caller.find_similar(w.target.bead_id, threshold=0.9, limit=10)
-        assert twin.bead_id in ids(h.bead for h in from_target.hits)
-    else:
-        await assert_like_missing(lambda b: caller.find_similar(b, threshold=0.9), w.target.bead_id)
-
-
-@pytest.mark.parametrize(("vis", "role"), MATRIX)
-async def test_why(new_client: NewClient, vis: Visibility, role: str) -> None:
-    w = await build_world(new_client, vis, linked=True)
-    caller = w.by_role[role]
-    # Seeded on the target itself (its session holds nothing else).
-    seeded = await caller.why(w.word, hops=2, filters={"session_id": w.session_id})
-    assert seeded.seeds == ([w.target.bead_id] if sees(role, vis) else [])
-    nodes = {n.bead.bead_id for n in seeded.graph.nodes}
-    assert (w.target.bead_id in nodes) is sees(role, vis)
-    assert (w.anchor.bead_id in nodes) is sees(role, vis)  # reached only through the target
-    # Seeded on the anchor: the walk reaches the target only when the caller may see it.
-    anchor_word = w.anchor.title.split()[-1]
-    from_anchor = await caller.why(anchor_word, hops=2, seeds=1, filters={"created_by": w.creator.ai_id})
-    assert from_anchor.seeds == [w.anchor.bead_id]
-    assert (w.target.bead_id in {n.bead.bead_id for n in from_anchor.graph.nodes}) is sees(role, vis)
-    for result in (seeded, from_anchor):
-        assert_may_see_all(caller.ai_id, w.member_of(role), (n.bead for n in result.graph.nodes))
-        shown = {n.bead.bead_id for n in result.graph.nodes}
-        assert all(e.from_id in shown and e.to_id in shown for e in result.graph.edges)
 
 
 @pytest.mark.parametrize(("vis", "role"), MATRIX)

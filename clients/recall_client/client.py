@@ -119,7 +119,7 @@ class RecallClient:
     async def connect(self) -> RecallClient:
         if self._nc is None:
             options: dict[str, Any] = {
-                "servers": [self.nats_url],
+                "servers": [url.strip() for url in self.nats_url.split(",")],
                 "name": f"recall-client:{self.ai_id}",
                 "inbox_prefix": inbox_prefix(self.ai_id).encode(),
                 "max_reconnect_attempts": -1,

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
     options: dict[str, object] = {
-        "servers": [settings.nats_url],
+        "servers": [url.strip() for url in settings.nats_url.split(",")],
         "name": name,
         "max_reconnect_attempts": -1,
         "reconnect_time_wait": 0.5,
