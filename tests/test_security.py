@@ -522,3 +522,9 @@ async def test_roster_groups_are_bootstrapped_by_their_ops(
     assert {(m.ai_id, m.role.value) for m in group.members} == {(OPS, "ops"), (A, "agent")}
     assert GROUP in {g.group_id for g in await (await clients(A)).list_groups()}
     assert GROUP not in {g.group_id for g in await (await clients(OUTSIDER)).list_groups()}
+
+    # Additive only: a role changed since (A promoted) survives a re-run that lists A as an agent.
+    await ops.add_member(GROUP, A, role="ops")
+    assert await auth.bootstrap_groups(roster, secure_stack.nats_url, auth_dir) == []
+    roles = {m.ai_id: m.role.value for m in (await ops.list_members(GROUP)).members}
+    assert roles == {OPS: "ops", A: "ops"}

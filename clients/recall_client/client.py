@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -71,6 +76,23 @@ M = TypeVar("M", bound=BaseModel)
 ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 
 
+def creds_identity(path: str) -> str:
+    """The identity a NATS credentials file was issued to: the ``name`` of its user JWT (unverified;
+    the server verifies). Read before nats-py sees the file, which loops forever on one without a JWT."""
+    try:
+        text = Path(path).expanduser().read_text()
+    except OSError as exc:
+        raise Unavailable(f"cannot read NATS credentials {path}: {exc}") from exc
+    match = re.search(r"-----BEGIN NATS USER JWT-----\s*\n\s*[\w-]+\.([\w-]+)\.[\w-]+\s*\n", text)
+    if match is None or "-----BEGIN USER NKEY SEED-----" not in text:
+        raise InvalidRequest(f"{path} is not a NATS credentials file (user JWT + nkey seed)")
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(match[1] + "=" * (-len(match[1]) % 4)))
+    except ValueError as exc:
+        raise InvalidRequest(f"{path}: its JWT cannot be read") from exc
+    return str(claims.get("name", "")) if isinstance(claims, dict) else ""
+
+
 def _build(model: type[M], **fields: Any) -> M:
     """The request model, or :class:`InvalidRequest` naming what is wrong — before anything is sent."""
     try:
@@ -101,8 +123,6 @@ class RecallClient:
         retries: int = 2,
         nc: NATS | None = None,
     ) -> None:
-        import re
-
         if not re.match(AI_ID_PATTERN, ai_id):
             raise InvalidRequest(f"{ai_id!r} is not an AI id (o_… or a_…)")
         self.ai_id = ai_id
@@ -127,15 +147,43 @@ class RecallClient:
                 "allow_reconnect": True,
             }
             if self._creds:
+                issued_to = creds_identity(self._creds)
+                if issued_to != self.ai_id:
+                    if re.match(AI_ID_PATTERN, issued_to):
+                        raise InvalidRequest(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
+                    log.warning("credentials %s are issued to %r, not %s", self._creds, issued_to, self.ai_id)
                 options["user_credentials"] = self._creds
             if self._user:
                 options["user"] = self._user
                 options["password"] = self._password
-            try:
-                self._nc = await nats.connect(**options)
-            except Exception as exc:
-                raise Unavailable(f"cannot connect to NATS at {self.nats_url}: {exc}") from exc
+            self._nc = await self._connect(options)
         return self
+
+    async def _connect(self, options: dict[str, Any]) -> NATS:
+        """``nats.connect``, but a server that refuses the credentials fails it at once instead of
+        being retried forever (``max_reconnect_attempts=-1`` also governs the first connect)."""
+        refused = asyncio.Event()
+
+        async def on_error(exc: Exception) -> None:
+            if "authorization violation" in str(exc).lower():
+                refused.set()
+            log.warning("NATS (%s): %s", self.ai_id, exc)
+
+        connecting = asyncio.ensure_future(nats.connect(**options, error_cb=on_error))
+        denied = asyncio.ensure_future(refused.wait())
+        try:
+            await asyncio.wait({connecting, denied}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            denied.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await connecting
+            raise Unavailable(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
+        try:
+            return connecting.result()
+        except Exception as exc:
+            raise Unavailable(f"cannot connect to NATS at {self.nats_url}: {exc}") from exc
 
     async def close(self) -> None:
         if self._nc is not None and self._owns_nc:

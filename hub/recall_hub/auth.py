@@ -495,11 +495,12 @@ def generate(roster_path: Path | str, out_dir: Path | str, rotate: bool = False)
 async def bootstrap_groups(roster: Roster | Path | str, nats_url: str, auth_dir: Path | str) -> list[str]:
     """Create the roster's groups through the hub, each as its first ops (with that ops' own credentials).
 
-    Additive and idempotent: an existing group keeps its members and gains the listed ones; nobody is
-    removed (that is ``remove_member``). Returns the ids of the groups it created.
+    Purely additive and idempotent: a group that exists keeps its members and their roles (a handoff may
+    have moved the ops role since) and gains the listed ids it lacks; nobody is removed or demoted (that
+    is ``remove_member`` / ``transfer_ops``). Returns the ids of the groups it created.
     """
     from recall_client import RecallClient
-    from recall_schemas import Conflict
+    from recall_schemas import Conflict, RecallError
 
     if not isinstance(roster, Roster):
         roster = load_roster(roster)
@@ -508,16 +509,18 @@ async def bootstrap_groups(roster: Roster | Path | str, nats_url: str, auth_dir:
     for group in roster.groups:
         creator = group.ops[0]
         async with RecallClient(creator, nats_url, creds=str(creds_dir / f"{creator}.creds")) as client:
-            if group.id in {g.group_id for g in await client.list_groups()}:
-                log.info("group %s exists; adding the roster's members", group.id)
-            else:
-                try:
-                    await client.create_group(group.name or group.id, group_id=group.id)
-                except Conflict as exc:
-                    raise AuthError(f"group {group.id} exists but {creator} is not in it") from exc
-                created.append(group.id)
-            for ops in group.ops[1:]:
-                await client.add_member(group.id, ops, role="ops")
-            for agent in group.agents:
-                await client.add_member(group.id, agent, role="agent")
+            try:
+                if group.id not in {g.group_id for g in await client.list_groups()}:
+                    try:
+                        await client.create_group(group.name or group.id, group_id=group.id)
+                    except Conflict as exc:
+                        raise AuthError(f"group {group.id} exists but {creator} is not in it") from exc
+                    created.append(group.id)
+                members = {m.ai_id for m in (await client.list_members(group.id)).members}
+                wanted = [(ops, "ops") for ops in group.ops[1:]] + [(agent, "agent") for agent in group.agents]
+                for ai_id, role in wanted:
+                    if ai_id not in members:
+                        await client.add_member(group.id, ai_id, role=role)
+            except RecallError as exc:
+                raise AuthError(f"group {group.id}, as {creator}: {exc.code.value}: {exc}") from exc
     return created

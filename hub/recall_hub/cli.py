@@ -8,9 +8,13 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import HubSettings
 from .stack import EmbeddedStack, StackError, default_data_dir
+
+if TYPE_CHECKING:
+    from .auth import AuthBundle
 
 log = logging.getLogger("recall")
 
@@ -23,26 +27,70 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def _secure_setup(args: argparse.Namespace, data_dir: Path) -> tuple[AuthBundle, Path, Path]:
+    """``(bundle, roster, auth_dir)`` for ``up --secure``, (re)generated from the roster (idempotent)."""
+    from .auth import AuthError, generate
+
+    auth_dir = Path(args.auth_dir).expanduser() if args.auth_dir else data_dir / "auth"
+    roster = Path(args.roster).expanduser() if args.roster else auth_dir / "roster.yaml"
+    if not roster.exists():
+        raise AuthError(
+            f"no roster at {roster}; run `recall auth init --roster roster.yaml --out {auth_dir}` first (or --roster)"
+        )
+    return generate(roster, auth_dir), roster, auth_dir
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir).expanduser()
+
+
 async def _up(args: argparse.Namespace) -> int:
+    from .auth import AuthError
     from .demo import run_demo
     from .server import running_hub
 
-    data_dir = Path(args.data_dir).expanduser()
-    stack = EmbeddedStack(data_dir, nats_port=args.nats_port, redis_port=args.redis_port)
+    data_dir = _data_dir(args)
+    bundle: AuthBundle | None = None
+    if args.secure:
+        try:
+            bundle, roster, auth_dir = _secure_setup(args, data_dir)
+        except AuthError as exc:
+            print(f"recall up --secure: {exc}", file=sys.stderr)
+            return 1
+    stack = EmbeddedStack(
+        data_dir, nats_port=args.nats_port, redis_port=args.redis_port,
+        nats_config=bundle.server_config if bundle else None,
+    )
     try:
         stack.start()
     except StackError as exc:
         print(f"recall up: {exc}", file=sys.stderr)
         return 1
     try:
-        settings = HubSettings(nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url)
+        settings = HubSettings(
+            nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url,
+            nats_creds=str(bundle.hub_creds) if bundle else None, auth_required=bundle is not None,
+        )
         stop = _stop_event()
         async with running_hub(settings):
             print(f"Nexus Recall is up (data in {data_dir})")
             print(f"  NATS      {stack.nats_url}   (JetStream on)")
             print(f"  FalkorDB  {stack.redis_url}  (redis-server 8 + FalkorDB, AOF on)")
-            print("  hub       serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
-            if args.demo:
+            if bundle is None:
+                print("  hub       serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
+            else:
+                from .auth import bootstrap_groups
+
+                print("  hub       serving recall.v1.req.<ai_id>.<op>  (NATS auth ON: JWT credentials)")
+                print(f"  creds     {auth_dir / 'creds'}/<id>.creds  ({len(bundle.creds)} identities)")
+                try:
+                    created = await bootstrap_groups(roster, stack.nats_url, auth_dir)
+                    print(f"  groups    {', '.join(created) or 'none new'} (from {roster.name})")
+                except AuthError as exc:
+                    print(f"  groups    NOT bootstrapped: {exc}", file=sys.stderr)
+            if args.demo and bundle is not None:
+                print("\n(--demo connects without credentials; skipped in --secure mode)")
+            elif args.demo:
                 print()
                 await run_demo(stack.nats_url)
             print("\nCtrl-C stops everything.", flush=True)
@@ -50,6 +98,41 @@ async def _up(args: argparse.Namespace) -> int:
     finally:
         stack.stop()
         print("stopped.")
+    return 0
+
+
+def _auth_init(args: argparse.Namespace) -> int:
+    from .auth import AuthError, generate
+
+    try:
+        bundle = generate(Path(args.roster), Path(args.out).expanduser(), rotate=args.rotate)
+    except AuthError as exc:
+        print(f"recall auth init: {exc}", file=sys.stderr)
+        return 1
+    print(f"server config      {bundle.server_config}   (public: operator + account JWTs)")
+    print(f"hub                {bundle.hub_creds}")
+    for identity, path in bundle.creds.items():
+        print(f"{identity:<18} {path}")
+    if bundle.revoked:
+        print(f"revoked            {', '.join(bundle.revoked)}  (reload or restart nats-server to apply)")
+    return 0
+
+
+def _bootstrap_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    auth_dir = Path(args.dir).expanduser()
+    return (Path(args.roster) if args.roster else auth_dir / "roster.yaml"), auth_dir
+
+
+async def _auth_bootstrap(args: argparse.Namespace) -> int:
+    from .auth import AuthError, bootstrap_groups
+
+    roster, auth_dir = _bootstrap_paths(args)
+    try:
+        created = await bootstrap_groups(roster, args.nats, auth_dir)
+    except AuthError as exc:
+        print(f"recall auth bootstrap: {exc}", file=sys.stderr)
+        return 1
+    print(f"created {', '.join(created)}" if created else "every roster group already exists; members ensured")
     return 0
 
 
@@ -157,7 +240,24 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--redis-port", type=int, default=6379)
     up.add_argument("--demo", action="store_true", help="run the demo once the stack is up")
+    up.add_argument("--secure", action="store_true",
+                    help="NATS auth on: run nats-server with the `recall auth init` config, the hub with its creds")
+    up.add_argument("--auth-dir", help="where `recall auth init` wrote (default <data-dir>/auth)")
+    up.add_argument("--roster", help="roster to (re)generate from (default <auth-dir>/roster.yaml)")
     up.set_defaults(run=_up)
+
+    auth = sub.add_parser("auth", help="NATS security: server config and per-identity credentials")
+    auth_sub = auth.add_subparsers(dest="auth_command", required=True)
+    init = auth_sub.add_parser("init", help="generate nats-server.conf and creds/<id>.creds from a roster")
+    init.add_argument("--roster", required=True, help="roster.yaml: ops, agents, services, groups")
+    init.add_argument("--out", default=str(default_data_dir() / "auth"), help="output directory")
+    init.add_argument("--rotate", action="store_true", help="new keys for every identity; revoke the old ones")
+    init.set_defaults(run=_auth_init, sync=True)
+    boot = auth_sub.add_parser("bootstrap", help="create the roster's groups through a running hub, as their ops")
+    boot.add_argument("--dir", default=str(default_data_dir() / "auth"), help="the `auth init` output directory")
+    boot.add_argument("--roster", help="default <dir>/roster.yaml")
+    boot.add_argument("--nats", default="nats://127.0.0.1:4222")
+    boot.set_defaults(run=_auth_bootstrap)
 
     hub = sub.add_parser("hub", help="run only the hub against external servers (or RECALL_* variables)")
     _add_url_options(hub)

@@ -70,7 +70,9 @@ async def create_group(ctx: HubContext, caller: str, req: CreateGroup) -> Group:
     group_id = req.group_id or new_id("g")
     now = now_ms()
     rows = await ctx.graph.query(
-        "OPTIONAL MATCH (taken:Group {group_id: $group_id}) WITH taken WHERE taken IS NULL "
+        # FalkorDB 4.16: a leading OPTIONAL MATCH followed by `WITH taken WHERE taken IS NULL` does not
+        # filter (the create ran for an existing id, making a duplicate group); counting does.
+        "OPTIONAL MATCH (taken:Group {group_id: $group_id}) WITH count(taken) AS taken WHERE taken = 0 "
         "MERGE (me:AI {ai_id: $caller}) "
         "CREATE (g:Group {group_id: $group_id, name: $name, created_at: $now, created_by: $caller}) "
         "CREATE (me)-[:MEMBER_OF {role: 'ops', joined_at: $now}]->(g) RETURN g",

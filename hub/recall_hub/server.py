@@ -27,7 +27,9 @@ async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
         "reconnect_time_wait": 0.5,
     }
     if settings.nats_creds:
-        options["user_credentials"] = settings.nats_creds
+        from .auth import connect_options
+
+        options.update(connect_options(settings.nats_creds))  # checks the file first: nats-py loops on a bad one
     if settings.nats_user:
         options["user"] = settings.nats_user
         options["password"] = settings.nats_password

@@ -27,7 +27,7 @@ from recall_schemas import (
     RecallError,
 )
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject
+from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
 
 from .api import dispatch
 from .audit import bead_ids_of
@@ -83,6 +83,19 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> byte
     return reply.model_dump_json().encode()
 
 
+def reply_inbox_ok(subject: str, reply: str | None) -> bool:
+    """Whether ``reply`` lies in the private inbox of the subject's caller (``_INBOX.<caller>.…``).
+
+    The hub's response permission lets it answer whatever reply subject a request names; checking it
+    here means the hub can never be used to put a message into another identity's inbox.
+    """
+    try:
+        caller = caller_of(subject)
+    except ValueError:
+        return False
+    return bool(reply) and str(reply).startswith(f"{inbox_prefix(caller)}.")
+
+
 class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
@@ -93,6 +106,9 @@ class HubService:
         self._service: Service | None = None
         self._slots = asyncio.Semaphore(ctx.settings.max_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        settings = ctx.settings
+        self._private_inboxes = bool(settings.auth_required or settings.nats_creds or settings.nats_user)
+        """Under NATS auth, answer only into the caller's own inbox (see :func:`reply_inbox_ok`)."""
         self.repaired: asyncio.Task[int] | None = None
         self.events: Any = None
         """The process's EventConsumer, once running."""
@@ -116,6 +132,10 @@ class HubService:
 
     def _endpoint(self, op: str):  # type: ignore[no-untyped-def]
         async def on_request(request: Request) -> None:
+            if self._private_inboxes and not reply_inbox_ok(request.subject, request._msg.reply):
+                log.warning("dropped %s on %s: reply subject %r is not the caller's inbox", op, request.subject,
+                            request._msg.reply)
+                return
             # NATS runs one subscription's callbacks one at a time; hand each request to its own task
             # so a slow query never holds up the next request.
             await self._slots.acquire()
