@@ -12,9 +12,10 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install -q -e ./schemas -e './clients[mcp]' -e '.[test]'
 
-## Start the embedded stack (nats-server + redis/FalkorDB + hub), run the demo, keep serving until Ctrl-C.
+## Start the embedded stack (nats-server + redis/FalkorDB + hub) with NATS auth from the example roster,
+## run the demo and the coordination scenario, keep serving until Ctrl-C.
 demo: install
-	$(BIN)/recall up --demo
+	$(BIN)/recall up --secure --roster examples/roster.yaml --demo
 
 up: install
 	$(BIN)/recall up

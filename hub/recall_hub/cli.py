@@ -44,9 +44,38 @@ def _data_dir(args: argparse.Namespace) -> Path:
     return Path(args.data_dir).expanduser()
 
 
+async def _tours(nats_url: str, auth_dir: Path | None, roster: Path | None) -> bool:
+    """The visibility tour and the coordination scenario; with credentials when auth is on."""
+    from recall_client import RecallClient
+
+    from .demo import plain_connect, random_ids, run_demo
+    from .scenario import run_scenario
+
+    if auth_dir is None or roster is None:
+        connect, ids = plain_connect(nats_url), random_ids()
+    else:
+        from .auth import load_roster
+
+        creds_dir = auth_dir / "creds"
+        team = load_roster(roster)
+        agents = list(team.agents)
+        if not team.ops or len(agents) < 3:
+            print("the roster needs an ops and three agents for the demo", file=sys.stderr)
+            return False
+
+        async def connect(ai_id: str) -> RecallClient:
+            return await RecallClient(ai_id, nats_url, creds=str(creds_dir / f"{ai_id}.creds")).connect()
+
+        ids = (team.ops[0], agents[0], agents[1], agents[2])
+    print("\n== who can recall what ==")
+    await run_demo(connect, ids)
+    print("\n== coordination scenario ==")
+    result = await run_scenario(connect, ids[0], ids[1], ids[2])
+    return result.ok
+
+
 async def _up(args: argparse.Namespace) -> int:
     from .auth import AuthError
-    from .demo import run_demo
     from .server import running_hub
 
     data_dir = _data_dir(args)
@@ -88,11 +117,8 @@ async def _up(args: argparse.Namespace) -> int:
                     print(f"  groups    {', '.join(created) or 'none new'} (from {roster.name})")
                 except AuthError as exc:
                     print(f"  groups    NOT bootstrapped: {exc}", file=sys.stderr)
-            if args.demo and bundle is not None:
-                print("\n(--demo connects without credentials; skipped in --secure mode)")
-            elif args.demo:
-                print()
-                await run_demo(stack.nats_url)
+            if args.demo:
+                await _tours(stack.nats_url, auth_dir if bundle else None, roster if bundle else None)
             print("\nCtrl-C stops everything.", flush=True)
             await stop.wait()
     finally:
@@ -145,10 +171,9 @@ async def _hub(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    await run_demo(args.nats)
-    return 0
+    auth_dir = Path(args.auth_dir).expanduser() if args.auth_dir else None
+    roster = (Path(args.roster) if args.roster else auth_dir / "roster.yaml") if auth_dir else None
+    return 0 if await _tours(args.nats, auth_dir, roster) else 1
 
 
 async def _bench(args: argparse.Namespace) -> int:
@@ -269,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the scripted demo against a running hub")
     demo.add_argument("--nats", default="nats://127.0.0.1:4222")
+    demo.add_argument("--auth-dir", help="connect with the credentials `recall auth init` wrote there")
+    demo.add_argument("--roster", help="default <auth-dir>/roster.yaml")
     demo.set_defaults(run=_demo)
 
     bench = sub.add_parser("bench", help="latency and throughput through the bus, with the NATS floor")
