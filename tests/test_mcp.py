@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,8 +94,6 @@ async def eventually(check: Callable[[], Awaitable[T]], within: float = 15.0) ->
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 15.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

@@ -121,6 +121,7 @@ class RecallClient:
         password: str | None = None,
         timeout: float = 5.0,
         retries: int = 2,
+        connect_timeout: float = 10.0,
         nc: NATS | None = None,
     ) -> None:
         if not re.match(AI_ID_PATTERN, ai_id):
@@ -129,6 +130,7 @@ class RecallClient:
         self.nats_url = nats_url
         self.timeout = timeout
         self.retries = retries
+        self.connect_timeout = connect_timeout
         self._creds = creds
         self._user = user
         self._password = password
@@ -172,14 +174,18 @@ class RecallClient:
         connecting = asyncio.ensure_future(nats.connect(**options, error_cb=on_error))
         denied = asyncio.ensure_future(refused.wait())
         try:
-            await asyncio.wait({connecting, denied}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {connecting, denied}, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             denied.cancel()
         if not connecting.done():
             connecting.cancel()
             with contextlib.suppress(BaseException):
                 await connecting
-            raise Unavailable(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
+            if refused.is_set():
+                raise Unavailable(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
+            raise Unavailable(f"cannot reach NATS at {self.nats_url} within {self.connect_timeout}s")
         try:
             return connecting.result()
         except Exception as exc:

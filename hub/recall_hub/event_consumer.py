@@ -92,8 +92,8 @@ class EventConsumer:
         while True:
             try:
                 messages = await self._sub.fetch(self.batch, timeout=1.0)
-            except nats.errors.TimeoutError:
-                continue
+            except (nats.errors.TimeoutError, TimeoutError):
+                continue  # nothing to do for a second
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
                 await asyncio.sleep(RETRY_DELAY_S)
                 continue

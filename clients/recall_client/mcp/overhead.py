@@ -47,7 +47,9 @@ METHOD = (
     "Method: one agent id; four paths make the same calls (the client library; the sidecar in process via the "
     "SDK's in-memory client; recall-mcp over stdio; recall-mcp over streamable HTTP). Each round times one call "
     "per path in turn after a warm-up; wall time around each awaited call in this process; "
-    "overhead = path p50 - library p50."
+    "overhead = path p50 - library p50. CPU per call, which does not depend on how busy the machine is: 'client' "
+    "is this process (library or MCP client; for in-process also the sidecar), 'sidecar' the recall-mcp "
+    "subprocess (Linux /proc)."
 )
 
 
@@ -58,9 +60,38 @@ class Row:
     p50_ms: float
     p90_ms: float
     overhead_ms: float | None
+    client_cpu_ms: float
+    sidecar_cpu_ms: float | None
 
 
 Call = Callable[[int], Awaitable[Any]]
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux), or None where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stdio_sidecar_pid() -> int | None:
+    """The stdio sidecar this process started (a child running recall_client.mcp without --http)."""
+    me = str(os.getpid())
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError):
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = f.read().rsplit(")", 1)[1].split()[1]
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().split(b"\0")
+                if ppid == me and b"recall_client.mcp" in cmdline and b"--http" not in cmdline:
+                    return int(entry)
+    return None
 
 
 def _free_port() -> int:
@@ -77,7 +108,7 @@ async def _mcp_call(client: Client, tool: str, arguments: dict[str, Any]) -> Any
 
 
 @contextlib.asynccontextmanager
-async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[Client]:
+async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[tuple[Client, int]]:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "recall_client.mcp", "--http", "--port", str(port),
@@ -98,7 +129,7 @@ async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[Client]:
             await writer.wait_closed()
             break
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-            yield client
+            yield client, proc.pid
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -115,8 +146,9 @@ async def measure(nats_url: str, rounds: int = 200, warmup: int = 20) -> list[Ro
         library = await stack.enter_async_context(RecallClient(ai_id, nats_url))
         in_process = await stack.enter_async_context(Client(build_server(HubLink(ai_id, nats_url))))
         over_stdio = await stack.enter_async_context(Client(stdio))
-        over_http = await stack.enter_async_context(_http_sidecar(ai_id, nats_url))
+        over_http, http_pid = await stack.enter_async_context(_http_sidecar(ai_id, nats_url))
         sidecars = {"mcp in-process": in_process, "mcp stdio": over_stdio, "mcp http": over_http}
+        sidecar_pids = {"mcp stdio": _stdio_sidecar_pid(), "mcp http": http_pid}
 
         for i in range(30):  # something to search
             await library.create_bead(f"Seed memory {i}: {QUERIES[i % len(QUERIES)]}", f"detail {i}", tags=["ovh"])
@@ -144,17 +176,27 @@ async def measure(nats_url: str, rounds: int = 200, warmup: int = 20) -> list[Ro
         rows: list[Row] = []
         for operation, calls in (("search_beads", search_calls()), ("create_bead", create_calls())):
             times: dict[str, list[float]] = {path: [] for path in calls}
+            cpu = dict.fromkeys(calls, 0.0)
+            remote_start: dict[str, float | None] = {}
             for i in range(warmup + rounds):
+                if i == warmup:
+                    remote_start = {path: _cpu_seconds(pid) if pid else None for path, pid in sidecar_pids.items()}
                 for path, fn in calls.items():
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), time.process_time()
                     await fn(i)
                     if i >= warmup:
                         times[path].append((time.perf_counter() - started) * 1000)
+                        cpu[path] += time.process_time() - cpu_started
+            remote: dict[str, float | None] = {}
+            for path, pid in sidecar_pids.items():
+                end, start = (_cpu_seconds(pid) if pid else None), remote_start.get(path)
+                remote[path] = (end - start) * 1000 / rounds if end is not None and start is not None else None
             base = statistics.median(times["library"])
             for path, samples in times.items():
                 p50 = statistics.median(samples)
                 p90 = statistics.quantiles(samples, n=10)[-1]
-                rows.append(Row(operation, path, p50, p90, None if path == "library" else p50 - base))
+                overhead = None if path == "library" else p50 - base
+                rows.append(Row(operation, path, p50, p90, overhead, cpu[path] * 1000 / rounds, remote.get(path)))
         return rows
 
 
@@ -162,11 +204,16 @@ def render(rows: list[Row], nats_url: str, rounds: int) -> str:
     lines = [
         f"MCP sidecar overhead over the client library ({rounds} interleaved rounds per path, hub via {nats_url})",
         "",
-        f"{'operation':<14}{'path':<16}{'p50 ms':>9}{'p90 ms':>9}{'overhead p50':>14}",
+        f"{'operation':<14}{'path':<16}{'p50 ms':>9}{'p90 ms':>9}{'overhead p50':>14}"
+        f"{'client CPU ms':>15}{'sidecar CPU ms':>16}",
     ]
     for row in rows:
-        overhead = "" if row.overhead_ms is None else f"+{row.overhead_ms:.2f} ms"
-        lines.append(f"{row.operation:<14}{row.path:<16}{row.p50_ms:>9.2f}{row.p90_ms:>9.2f}{overhead:>14}")
+        overhead = "" if row.overhead_ms is None else f"{row.overhead_ms:+.2f} ms"
+        sidecar = "" if row.sidecar_cpu_ms is None else f"{row.sidecar_cpu_ms:.2f}"
+        lines.append(
+            f"{row.operation:<14}{row.path:<16}{row.p50_ms:>9.2f}{row.p90_ms:>9.2f}{overhead:>14}"
+            f"{row.client_cpu_ms:>15.2f}{sidecar:>16}"
+        )
     return "\n".join(lines)
 
 
