@@ -75,7 +75,7 @@ class AuditLog:
         if (ai_id is None) == (bead_id is None):
             raise ValueError("give exactly one of ai_id or bead_id")
         key = f"{ROOT}:ai:{ai_id}" if ai_id else f"{ROOT}:bead:{bead_id}"
-        rows = await self.redis.xrevrange(key, count=limit)
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.redis.xrevrange(key, count=limit)  # type: ignore[assignment]
         entries = []
         for _, fields in reversed(rows):
             f = {k.decode(): v.decode() for k, v in fields.items()}

@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "sync", False):
         return int(args.run(args))
     try:
-        return asyncio.run(args.run(args))
+        return int(asyncio.run(args.run(args)))
     except KeyboardInterrupt:
         return 130
 

@@ -33,7 +33,8 @@ async def run_demo(
     """Returns, for each bead title, which identity could read it."""
     clients = [await connect(ai_id) for ai_id in ids]
     try:
-        return await _tour(*clients, say=say)
+        ops, alice, bob, outsider = clients
+        return await _tour(ops, alice, bob, outsider, say=say)
     finally:
         for client in clients:
             await client.close()

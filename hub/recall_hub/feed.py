@@ -100,10 +100,12 @@ class ChangeFeed:
 
     async def read(self, scope: str, cursor: str | None, limit: int) -> list[Change]:
         start = f"({cursor}" if cursor else "-"
-        entries = await self.redis.xrange(self.key(scope), min=start, max="+", count=limit)
+        entries: list[tuple[bytes, dict[bytes, bytes]]] = await self.redis.xrange(  # type: ignore[assignment]
+            self.key(scope), min=start, max="+", count=limit
+        )
         changes = []
         for entry_id, fields in entries:
-            raw = fields.get(b"change") or fields.get("change")
+            raw = fields[b"change"]
             changes.append(Change.model_validate_json(_with_cursor(raw, entry_id)))
         return changes
 

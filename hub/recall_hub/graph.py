@@ -68,14 +68,14 @@ class GraphStore:
             result = await self.graph.query(cypher, params or {})
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
-        return result.result_set
+        return list(result.result_set)
 
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         try:
             result = await self.graph.ro_query(cypher, params or {})
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
-        return result.result_set
+        return list(result.result_set)
 
     async def ping(self) -> None:
         try:

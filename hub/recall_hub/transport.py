@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from nats.aio.client import Client as NATS
-from nats.micro import ServiceConfig, add_service
+from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import EndpointConfig, Service
+from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 from recall_schemas import (
     OPERATIONS,

@@ -95,7 +95,7 @@ class VectorStore:
 
     async def add(self, bead_id: str, scope: str, vector: np.ndarray, attributes: dict[str, Any]) -> None:
         try:
-            await self.redis.execute_command(
+            await self.redis.execute_command(  # type: ignore[no-untyped-call]
                 "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), bead_id,
                 self.quantization, "SETATTR", _attributes_json(attributes),
             )
@@ -103,7 +103,8 @@ class VectorStore:
             raise Unavailable(f"vector store unreachable: {exc}") from exc
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> None:
-        await self.redis.execute_command("VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
+        await self.redis.execute_command(  # type: ignore[no-untyped-call]
+            "VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
 
     async def remove(self, bead_id: str, scope: str) -> None:
         try:
