@@ -124,7 +124,7 @@ class RecallClient:
         connect_timeout: float = 10.0,
         nc: NATS | None = None,
     ) -> None:
-        if not re.match(AI_ID_PATTERN, ai_id):
+        if not re.fullmatch(AI_ID_PATTERN, ai_id):
             raise InvalidRequest(f"{ai_id!r} is not an AI id (o_… or a_…)")
         self.ai_id = ai_id
         self.nats_url = nats_url
@@ -151,7 +151,7 @@ class RecallClient:
             if self._creds:
                 issued_to = creds_identity(self._creds)
                 if issued_to != self.ai_id:
-                    if re.match(AI_ID_PATTERN, issued_to):
+                    if re.fullmatch(AI_ID_PATTERN, issued_to):
                         raise InvalidRequest(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
                     log.warning("credentials %s are issued to %r, not %s", self._creds, issued_to, self.ai_id)
                 options["user_credentials"] = self._creds

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
-from recall_schemas import Unavailable
+from recall_schemas import InvalidRequest, Unavailable
 from redis.asyncio import BlockingConnectionPool
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class GraphStore:
         return found
 
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        _reject_nul(params)
         try:
             result = await self.graph.query(cypher, params or {})
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -71,6 +72,7 @@ class GraphStore:
         return list(result.result_set)
 
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        _reject_nul(params)
         try:
             result = await self.graph.ro_query(cypher, params or {})
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
@@ -85,6 +87,19 @@ class GraphStore:
 
     async def aclose(self) -> None:
         await self._pool.disconnect()
+
+
+def _reject_nul(value: Any) -> None:
+    """The FalkorDB client inlines parameters into the query text, where a NUL would end it."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidRequest("NUL characters cannot be stored")
+    elif isinstance(value, dict):
+        for item in value.values():
+            _reject_nul(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _reject_nul(item)
 
 
 def _index_target(statement: str) -> tuple[str, str]:

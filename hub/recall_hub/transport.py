@@ -62,7 +62,7 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> byte
         caller = caller_of(subject)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
-    if not _AI_ID.match(caller):
+    if not _AI_ID.fullmatch(caller):
         raise InvalidRequest(f"caller id {caller!r} in the subject is not an AI id")
     if len(payload) > ctx.settings.max_payload_bytes:
         raise PayloadTooLarge(
@@ -75,7 +75,10 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> byte
             request = operation.request.model_validate_json(payload or b"{}")
         except ValidationError as exc:
             raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
-        reply = await dispatch(ctx, caller, op, request)
+        try:
+            reply = await dispatch(ctx, caller, op, request)
+        except ValidationError as exc:  # a model a handler builds from the request (e.g. promote_to_bead)
+            raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
     except RecallError as exc:
         await ctx.audit.record(caller, op, False, exc.code.value, bead_ids_of(request))
         raise

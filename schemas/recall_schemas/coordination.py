@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .ids import AiId, BeadId, GroupId, SessionId
 from .enums import BeadType, Visibility
@@ -191,6 +191,12 @@ class PromoteToBead(WireModel):
     importance: Importance = 5
     tags: list[Tag] = Field(default_factory=list, max_length=32)
 
+    @model_validator(mode="after")
+    def _group_needs_group_id(self) -> PromoteToBead:
+        if self.visibility is Visibility.GROUP and self.group_id is None:
+            raise ValueError("visibility 'group' needs a group_id")
+        return self
+
 
 # --- change feed -------------------------------------------------------------------------------
 
@@ -211,7 +217,9 @@ class Change(WireModel):
 
 class ChangesSince(WireModel):
     scope: Annotated[str, Field(pattern=r"^(global|g_[a-z0-9]{4,32})$")]
-    cursor: str | None = Field(default=None, description="Last cursor seen; none: from the beginning")
+    cursor: Annotated[str, Field(pattern=r"^\d{1,19}-\d{1,19}$")] | None = Field(
+        default=None, description="Last cursor seen; none: from the beginning"
+    )
     limit: Annotated[int, Field(ge=1, le=1000)] = 200
 
 
