@@ -37,6 +37,24 @@ async def deduplicate_beads(ctx: HubContext, caller: str, req: DeduplicateBeads)
     if req.group_id is not None:
         where += " AND b.group_id = $group_id"
         params["group_id"] = req.group_id
+    if req.bead_id is not None:
+        # Only this bead's cluster: beads with its hash, and its vector neighbours (not a capped scan).
+        rows = await ctx.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+            "RETURN b.content_hash, b.vec_scope, b.vec_model",
+            {"caller": caller, "bead_id": req.bead_id},
+        )
+        if not rows:
+            raise NotFound(f"bead {req.bead_id} not found")
+        content_hash_, scope, model = rows[0]
+        near: list[str] = []
+        if req.similarity_threshold is not None and scope and model == ctx.vectors.model_id:
+            vector = await ctx.vectors.vector(req.bead_id, scope)
+            if vector is not None:
+                scopes = caller_scopes(caller, await my_groups(ctx, caller))
+                near = [h.bead_id for h in await ctx.vectors.search(scopes, vector, 50)]
+        where += " AND (b.content_hash = $hash OR b.bead_id IN $near OR b.bead_id = $bead_id)"
+        params.update(hash=content_hash_, near=near, bead_id=req.bead_id)
     rows = await ctx.graph.ro_query(
         MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{where} AND b.status = 'active' "
         "RETURN b.bead_id, b.content_hash, b.created_at, b.created_by, b.corroborated_by, b.vec_scope, b.vec_model "
@@ -45,8 +63,7 @@ async def deduplicate_beads(ctx: HubContext, caller: str, req: DeduplicateBeads)
     )
     beads = {r[0]: r for r in rows}
     if req.bead_id is not None and req.bead_id not in beads:
-        await _require_visible(ctx, caller, req.bead_id)
-        return DuplicateReport(clusters=[])
+        return DuplicateReport(clusters=[])  # archived: it already belongs to no active cluster
     parent = {b: b for b in beads}
 
     def find(x: str) -> str:
@@ -119,15 +136,6 @@ async def _merge(ctx: HubContext, caller: str, keeper: str, duplicates: list[str
     )
     merged = int(rows[0][0]) if rows else 0
     return keeper if merged == len(duplicates) else None
-
-
-async def _require_visible(ctx: HubContext, caller: str, bead_id: str) -> None:
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b.bead_id",
-        {"caller": caller, "bead_id": bead_id},
-    )
-    if not rows:
-        raise NotFound(f"bead {bead_id} not found")
 
 
 async def rank_by_importance(ctx: HubContext, caller: str, req: RankByImportance) -> BeadList:
