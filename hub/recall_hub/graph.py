@@ -64,17 +64,17 @@ class GraphStore:
         return found
 
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        _reject_nul(params)
-        try:
-            result = await self.graph.query(cypher, params or {})
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"graph store unreachable: {exc}") from exc
-        return list(result.result_set)
+        """Run a (possibly writing) query; its rows."""
+        return await self._run(self.graph.query, cypher, params)
 
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run a read-only query; its rows."""
+        return await self._run(self.graph.ro_query, cypher, params)
+
+    async def _run(self, execute: Any, cypher: str, params: dict[str, Any] | None) -> list[list[Any]]:
         _reject_nul(params)
         try:
-            result = await self.graph.ro_query(cypher, params or {})
+            result = await execute(cypher, params or {})
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
         return list(result.result_set)
