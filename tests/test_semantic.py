@@ -251,3 +251,15 @@ async def test_switching_model_reindexes_and_never_mixes(settings, hub: HubConte
     finally:
         await second.graph.graph.delete()
         await second.aclose()
+
+
+async def test_rank_fusion_is_available_and_explained_by_rank_positions(connect):
+    me = await connect()
+    tag = new_id("t")[2:]
+    target = await me.create_bead("Kafka consumer lag alert", "alert when consumer lag exceeds 10k", tags=[tag])
+    await me.create_bead("Gardening", "tomatoes need sun", tags=[tag])
+    result = await me.search_beads("consumer lag alert", filters={"tags": [tag]}, fusion="rrf", use_priors=False)
+    top = result.hits[0]
+    assert top.bead.bead_id == target.bead_id
+    expected = sum(1.0 / (60 + s.rank) for s in top.explanation.sources)
+    assert top.explanation.relevance == pytest.approx(expected)

@@ -244,6 +244,27 @@ async def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _eval_locomo(args: argparse.Namespace) -> int:
+    from .evals.locomo import MODES, markdown, render, run_locomo
+
+    def progress(stage: str, done: int, total: int) -> None:
+        print(f"\r{stage}: {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    report = await run_locomo(
+        Path(args.data),
+        nats_url=args.nats,
+        conversations=args.conversations,
+        modes=args.modes.split(",") if args.modes else MODES,
+        progress=progress,
+    )
+    print(file=sys.stderr)
+    print(render(report))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report))
+        print(f"wrote {args.markdown}", file=sys.stderr)
+    return 0
+
+
 def _export(args: argparse.Namespace) -> int:
     from recall_schemas.export import export, sync_protocol_doc
 
@@ -303,6 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.set_defaults(run=_bench)
+
+    evals = sub.add_parser("eval", help="retrieval quality benchmarks")
+    eval_sub = evals.add_subparsers(dest="eval_command", required=True)
+    locomo = eval_sub.add_parser("locomo", help="LoCoMo: Recall@10, Hit@5, MRR, session Hit@1 per mode and category")
+    locomo.add_argument("--data", default="../shared/data/locomo", help="folder of LoCoMo conversation JSON files")
+    locomo.add_argument("--conversations", type=int, default=5)
+    locomo.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid-rrf,hybrid,hybrid+priors")
+    locomo.add_argument("--nats", help="use a hub already serving there (default: a private embedded stack)")
+    locomo.add_argument("--markdown", help="also write the report as markdown to this file")
+    locomo.set_defaults(run=_eval_locomo)
 
     audit = sub.add_parser("audit", help="who read and wrote what (by AI id or by bead)")
     target = audit.add_mutually_exclusive_group(required=True)

@@ -5,7 +5,7 @@ The index finds which beads hold a word (with its stemming), but the ``score`` t
 rounded IDF with no length normalisation), so a bead that merely repeats the speaker's name ties
 with the one that holds the rare word asked about. So each query word is looked up on its own,
 among the beads the caller may see that pass the filters, which gives its document frequency
-*in the caller's searchable scope*; the beads are then scored with Okapi BM25 here:
+*in the caller's searchable scope*; the beads are then scored with Okapi BM25:
 
     score(b) = sum over query words w in b of  idf(w) * (k1 + 1) / (1 + k1 * (1 - b + b * len(b) / avg_len))
     idf(w)   = ln(1 + (N - df(w) + 0.5) / (df(w) + 0.5))
@@ -13,13 +13,13 @@ among the beads the caller may see that pass the filters, which gives its docume
 with term frequency taken as presence (the index says whether a bead holds a word, not how often;
 beads are short). Lengths are in characters (title + content), so only their ratio to the mean
 matters. ``N`` and the mean length are counted over the same scope and cached briefly per caller
-and filters. Function words (and question words: "what did she ...") are dropped from the query
-before lookup: they carry no topic and would cost a scan of most beads each.
+and filters. The scoring runs inside the graph query, so only the best ``limit`` beads come back.
+Function words (and question words: "what did she ...") are dropped from the query before lookup:
+they carry no topic and would cost a scan of most beads each.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections import OrderedDict
@@ -75,6 +75,23 @@ def fulltext_query(text: str) -> str | None:
     return "|".join(terms) if terms else None
 
 
+def joined(rows: str) -> str:
+    """Cypher returning the list of strings ``rows`` as one string, rows separated by commas.
+
+    The async FalkorDB client decodes every returned value in a coroutine of its own (10-25 µs each),
+    and ranking reads hundreds of small values per query, so they travel as one string. Only ids,
+    numbers and enum words go through it, and none of them holds a comma or a space.
+    """
+    return f"RETURN string.join({rows}, ',')"  # not reduce(): FalkorDB 4.x cuts its strings at 512 bytes
+
+
+def split_joined(result: list[list[object]]) -> list[list[str]]:
+    """The rows of a :func:`joined` result, each split at its spaces."""
+    if not result or not result[0][0]:
+        return []
+    return [row.split(" ") for row in str(result[0][0]).split(",") if row]
+
+
 _scope_cache: OrderedDict[tuple[str, str, str], tuple[float, int, float]] = OrderedDict()
 
 
@@ -104,29 +121,30 @@ async def keyword_candidates(
     ctx: HubContext, caller: str, text: str, filters: BeadFilters, limit: int
 ) -> list[tuple[str, float]]:
     """Visible beads holding words of ``text``, best BM25 first. Visibility and filters apply
-    before any limit, and to the statistics too."""
+    before any limit, and to the statistics too. Scored inside the graph query, so only the
+    ``limit`` best rows travel back."""
     terms = query_terms(text)
     if not terms:
         return []
+    total, mean_length = await _scope_stats(ctx, caller, filters)
     clause, params = filter_clause("b", filters)
     rows = await ctx.graph.ro_query(
         MY_GROUPS + "UNWIND $terms AS term "
         "CALL db.idx.fulltext.queryNodes('Bead', term) YIELD node AS b "
         f"WITH term, b, my_groups WHERE {visible('b')}{clause} "
-        "WITH term, count(b) AS df, collect([b.bead_id, size(b.title) + size(coalesce(b.content, ''))]) AS hits "
-        "RETURN term, df, hits[..$cap]",
-        {"caller": caller, "terms": terms, "cap": TERM_CAP, **params},
+        "WITH term, count(b) AS df, collect(b)[..$cap] AS beads "
+        # the cached scope size may lag behind new beads: never let a word look rarer than absent
+        "WITH beads, log(1.0 + (CASE WHEN $n > df THEN $n ELSE df END - df + 0.5) / (df + 0.5)) AS idf "
+        "UNWIND beads AS b "
+        "WITH b, sum(idf * ($k1 + 1.0) / (1.0 + $k1 * (1.0 - $bn + $bn * "
+        "(size(b.title) + size(coalesce(b.content, ''))) / $avg))) AS score "
+        "WITH b.bead_id AS id, score ORDER BY score DESC, id LIMIT $limit "
+        "WITH collect(id + ' ' + toString(score)) AS rows " + joined("rows"),
+        {
+            "caller": caller, "terms": terms, "cap": TERM_CAP, "n": total, "avg": max(mean_length, 1.0),
+            "k1": BM25_K1, "bn": BM25_B, "limit": limit, **params,
+        },
     )
-    if not rows:
-        return []
-    total, mean_length = await _scope_stats(ctx, caller, filters)
-    total = max(total, max(int(row[1]) for row in rows))  # the cached count may lag new beads
-    mean_length = max(mean_length, 1.0)
-    scores: dict[str, float] = {}
-    for _term, df, hits in rows:
-        idf = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-        for bead_id, length in hits:
-            norm = (BM25_K1 + 1.0) / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * float(length) / mean_length))
-            scores[bead_id] = scores.get(bead_id, 0.0) + idf * norm
-    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ranked[:limit]
+    ranked = [(bead_id, float(score)) for bead_id, score in split_joined(rows)]
+    ranked.sort(key=lambda kv: (-kv[1], kv[0]))
+    return ranked

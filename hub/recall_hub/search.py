@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from falkordb import Node
@@ -41,8 +41,8 @@ from recall_schemas import (
 from .context import HubContext
 from .embedding_index import bead_text, embed_texts
 from .filters import filter_clause
-from .keyword import keyword_candidates
-from .ranking import CONTEXT_WEIGHT, add_context, fuse, prior
+from .keyword import joined, keyword_candidates, split_joined
+from .ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
 from .records import bead_from_node
 from .relationships import expand
 from .timeutil import now_ms
@@ -52,6 +52,8 @@ from .visibility import MY_GROUPS, visible
 
 CANDIDATES = 100
 """How deep each list (keyword, vector) is read before fusion."""
+HYDRATE_SPARE = 2
+"""Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 
 
 async def my_groups(ctx: HubContext, caller: str) -> list[str]:
@@ -84,35 +86,20 @@ async def vector_candidates(
 class Hydrated:
     node: Node
     superseded: bool
-    neighbours: list[str] = field(default_factory=list)
-    """Beads among the hydrated ``ids`` linked to this one by ``FOLLOWS_FROM`` (either way)."""
 
 
-async def hydrate(
-    ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters, neighbours: bool = False
-) -> dict[str, Hydrated]:
-    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them
-    and, with ``neighbours``, which of the others they are ``FOLLOWS_FROM``-linked to."""
+async def hydrate(ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Hydrated]:
+    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them."""
     if not ids:
         return {}
     clause, params = filter_clause("b", filters)
-    cypher = (
+    rows = await ctx.graph.ro_query(
         MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
         "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
-        "WITH b, count(newer) > 0 AS superseded "
+        "RETURN b, count(newer) > 0",
+        {"caller": caller, "ids": list(ids), **params},
     )
-    if neighbours:
-        cypher += (
-            "OPTIONAL MATCH (b)-[:FOLLOWS_FROM]-(n:Bead) WHERE n.bead_id IN $ids "
-            "RETURN b, superseded, collect(DISTINCT n.bead_id)"
-        )
-    else:
-        cypher += "RETURN b, superseded, []"
-    rows = await ctx.graph.ro_query(cypher, {"caller": caller, "ids": list(ids), **params})
-    found = {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1]), list(row[2])) for row in rows}
-    for entry in found.values():  # only visible, filter-passing beads lend context
-        entry.neighbours = [n for n in entry.neighbours if n in found]
-    return found
+    return {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1])) for row in rows}
 
 
 async def _vector_list(
@@ -120,6 +107,44 @@ async def _vector_list(
 ) -> list[tuple[str, float]]:
     vector = (await embed_texts(ctx, [query]))[0]
     return await vector_candidates(ctx, caller, vector, filters, depth)
+
+
+async def _screen(
+    ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters
+) -> dict[str, tuple[dict[str, Any], bool]]:
+    """Which of ``ids`` the caller may see and pass ``filters``, with what :func:`prior` reads of
+    them (importance, created_at, provenance, status) and whether a newer bead UPDATES them."""
+    clause, params = filter_clause("b", filters)
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
+        "WITH b, count(newer) > 0 AS superseded "
+        "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' + toString(coalesce(b.created_at, 0))"
+        " + ' ' + coalesce(b.provenance, 'authored') + ' ' + coalesce(b.status, 'active') + ' ' + toString(superseded))"
+        " AS rows " + joined("rows"),
+        {"caller": caller, "ids": list(ids), **params},
+    )
+    return {
+        bead_id: (
+            {"importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status},
+            superseded == "true",
+        )
+        for bead_id, importance, created, provenance, status, superseded in split_joined(rows)
+    }
+
+
+async def _session_links(ctx: HubContext, ids: Sequence[str]) -> dict[str, list[str]]:
+    """``FOLLOWS_FROM`` edges among ``ids``, both ways. The caller keeps those between beads it may see."""
+    rows = await ctx.graph.ro_query(
+        "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
+        "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
+        {"ids": list(ids)},
+    )
+    links: dict[str, list[str]] = {}
+    for later, earlier in split_joined(rows):
+        links.setdefault(later, []).append(earlier)
+        links.setdefault(earlier, []).append(later)
+    return links
 
 
 async def rank(
@@ -130,6 +155,7 @@ async def rank(
     limit: int,
     mode: SearchMode = SearchMode.HYBRID,
     use_priors: bool = True,
+    fusion: str = "score",
 ) -> list[SearchHit]:
     depth = max(CANDIDATES, limit)
     hybrid = mode is SearchMode.HYBRID
@@ -142,22 +168,48 @@ async def rank(
         names.append("vector")
         reads.append(_vector_list(ctx, caller, query, filters, depth))
     lists = dict(zip(names, await asyncio.gather(*reads), strict=True))
-    fused = fuse(lists)
-    beads = await hydrate(ctx, caller, list(fused), filters, neighbours=hybrid)
-    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in beads}
+    fused = rrf(lists) if fusion == "rrf" else fuse(lists)
+    if not fused:
+        return []
+    # Only beads the caller may see (and that pass the filters) rank or lend context.
     if hybrid:
-        add_context(fused, {bead_id: found.neighbours for bead_id, found in beads.items()}, CONTEXT_WEIGHT)
+        seen, links = await asyncio.gather(
+            _screen(ctx, caller, list(fused), filters), _session_links(ctx, list(fused))
+        )
+    else:
+        seen, links = await _screen(ctx, caller, list(fused), filters), {}
+    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
+    if not fused:
+        return []
+    if hybrid:
+        add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, CONTEXT_WEIGHT)
+    ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = now_ms()
+    scored: list[tuple[float, float, list[str], Fused]] = []  # (score, prior, notes, entry)
+    if use_priors:
+        # Priors move a score by at most PRIOR_FACTOR either way, so a bead whose relevance is below
+        # the limit-th best over PRIOR_FACTOR**2 can never reach the top: no need to weigh it.
+        floor = ordered[min(limit, len(ordered)) - 1].relevance / PRIOR_FACTOR**2
+        for entry in (e for e in ordered if e.relevance >= floor):
+            props, superseded = seen[entry.bead_id]
+            multiplier, notes = prior(props, superseded, now)
+            scored.append((entry.relevance * multiplier, multiplier, notes, entry))
+    else:
+        scored = [(e.relevance, 1.0, [], e) for e in ordered[: limit + HYDRATE_SPARE]]
+    scored.sort(key=lambda s: (-s[0], s[3].bead_id))
+    top = scored[: limit + HYDRATE_SPARE]
+    beads = await hydrate(ctx, caller, [s[3].bead_id for s in top], filters)
     hits: list[SearchHit] = []
-    for bead_id, entry in fused.items():
-        found = beads[bead_id]
-        multiplier, notes = prior(found.node.properties, found.superseded, now) if use_priors else (1.0, [])
+    for score, multiplier, notes, entry in top:
+        found = beads.get(entry.bead_id)
+        if found is None:  # changed since it was screened
+            continue
         if entry.context_from is not None:
             notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
         hits.append(
             SearchHit(
                 bead=bead_from_node(found.node),
-                score=entry.relevance * multiplier,
+                score=score,
                 explanation=ScoreExplanation(
                     sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
                     relevance=entry.relevance,
@@ -166,7 +218,6 @@ async def rank(
                 ),
             )
         )
-    hits.sort(key=lambda h: (-h.score, h.bead.bead_id))
     return hits[:limit]
 
 
@@ -207,7 +258,7 @@ def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) ->
 
 
 async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> SearchResult:
-    hits = await rank(ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors)
+    hits = await rank(ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors, req.fusion)
     if req.max_tokens is None:
         return SearchResult(hits=hits)
     kept, _ = pack(hits, req.max_tokens, max_per_source=req.limit)

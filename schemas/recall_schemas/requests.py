@@ -127,6 +127,11 @@ class SearchBeads(WireModel):
     use_priors: bool = Field(
         default=True, description="Weigh importance, recency, provenance and status (bounded; see docs)"
     )
+    fusion: Literal["score", "rrf"] = Field(
+        default="score",
+        description="How hybrid mode fuses the keyword and vector lists: weighted normalised scores (default, "
+        "best measured) or Reciprocal Rank Fusion on rank positions",
+    )
 
 
 class RankSource(WireModel):

@@ -42,10 +42,11 @@ log = logging.getLogger(__name__)
 CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 """LoCoMo's question categories as numbered in its released data (5, adversarial, is left out)."""
 
-MODES: tuple[str, ...] = ("keyword", "vector", "hybrid", "hybrid+priors")
+MODES: tuple[str, ...] = ("keyword", "vector", "hybrid-rrf", "hybrid", "hybrid+priors")
 MODE_OPTIONS: dict[str, dict[str, Any]] = {
     "keyword": {"mode": "keyword", "use_priors": False},
     "vector": {"mode": "vector", "use_priors": False},
+    "hybrid-rrf": {"mode": "hybrid", "use_priors": False, "fusion": "rrf"},  # rank positions only
     "hybrid": {"mode": "hybrid", "use_priors": False},
     "hybrid+priors": {},  # the default request: what an agent gets when it asks nothing special
 }
