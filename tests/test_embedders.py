@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,10 @@ def assert_unit_rows(v: np.ndarray, dim: int, n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-async def local() -> AsyncIterator[LocalEmbedder]:
+def local() -> Iterator[LocalEmbedder]:
     embedder = LocalEmbedder(batch_size=32, threads=2)
     yield embedder
-    await embedder.aclose()
+    embedder.close()
 
 
 async def test_local_shape_dtype_norm(local: LocalEmbedder) -> None:
@@ -112,6 +112,17 @@ async def test_local_batch_equals_single(local: LocalEmbedder) -> None:
     assert cosine_rows(rebatched, singles).min() > 0.999
     # Different texts really are different, so the order check above can fail.
     assert float(singles[0] @ singles[1]) < 0.9
+
+
+def test_local_batches_are_tight() -> None:
+    embedder = LocalEmbedder(batch_size=4)
+    lengths = [100, 98, 97, 90, 85, 84, 83, 82, 81, 40, 39, 10]
+    runs = embedder._plan_runs(list(range(len(lengths))), lengths)
+    assert [i for run in runs for i in run] == list(range(len(lengths)))
+    for run in runs:
+        assert len(run) <= 4
+        assert min(lengths[i] for i in run) >= (1 - embedder.pad_slack) * lengths[run[0]]
+    assert runs[:2] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
 async def test_local_empty_input_and_empty_text(local: LocalEmbedder) -> None:

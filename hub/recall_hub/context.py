@@ -31,7 +31,7 @@ class HubContext:
         redis = Redis.from_url(settings.redis_url)
         if embedder is None:
             embedder = make_embedder(settings.embedder)
-            await embedder.warmup()  # type: ignore[attr-defined]
+            await embedder.warmup()
         vectors = VectorStore(
             redis, f"{settings.graph_name}/{embedder.model_id}", quantization=settings.vector_quantization
         )

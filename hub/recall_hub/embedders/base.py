@@ -61,6 +61,10 @@ class Embedder(Protocol):
         """float32 array of shape ``(len(texts), dim)``, rows L2-normalised, in input order."""
         ...
 
+    async def warmup(self) -> None:
+        """Load the model / learn the dimension now rather than on the first request."""
+        ...
+
     async def aclose(self) -> None:
         """Release threads, sessions and HTTP connections."""
         ...
