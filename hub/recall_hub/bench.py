@@ -9,14 +9,17 @@ The operations timed are the entries of :data:`LATENCY_OPS` (and :data:`FLOORS`)
 coroutine factory that, given the :class:`Workload`, returns the coroutine function timed per sample.
 Adding an operation (hybrid search, find_similar, why, ...) means adding one entry.
 
->>> report = asyncio.run(run_bench(BenchConfig(beads=1000)))
->>> print(render(report))
+Usage (what ``recall bench --beads 1000`` does)::
+
+    report = asyncio.run(run_bench(BenchConfig(beads=1000)))
+    print(render(report))
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.metadata
 import itertools
 import json
@@ -25,6 +28,7 @@ import math
 import os
 import platform
 import secrets
+import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -107,8 +111,11 @@ class MachineInfo:
     redis: str
     falkordb: str
     libraries: dict[str, str]
-    load: tuple[float, float] = (math.nan, math.nan)
-    """1-minute load average at the start and the end of the run: other work on the machine shows here."""
+    code: str = "?"
+    """nexus-recall version and, in a git checkout, the commit (``+`` and the changed files if dirty)."""
+    load: tuple[float, ...] = ()
+    """1-minute load average at the start, at each progress step and at the end of the run. The bench
+    itself keeps about 2 busy; more means other work on the machine shared the cores."""
 
 
 @dataclass
@@ -185,6 +192,8 @@ class BenchReport:
     floor: OpResult
     ops: list[OpResult]
     command: str
+    gc_pauses: list[tuple[int, float]] = field(default_factory=list, repr=False)
+    """(generation, ms) of each Python garbage collection while latency was timed."""
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -242,8 +251,8 @@ IDENTIFIER_SHARE = 0.25
 tokens each, as the names and jargon of real notes are, so embedder inputs have a realistic length."""
 ZIPF_S = 1.0
 ZIPF_Q = 30.0
-"""Word ranks follow a Zipf-Mandelbrot law p(r) ~ (r + q)^-s: the commonest words are in roughly a
-third of the beads (like content words after stop-word removal), a median one in under 1%."""
+"""Word ranks follow a Zipf-Mandelbrot law p(r) ~ (r + q)^-s: at 10k beads the commonest words are in
+over a quarter of the beads (like content words after stop-word removal), a median one in 0.35%."""
 _STOPWORDS = set(
     """a an and are as at be but by for if in into is it no not of on or such that the their then there
     these they this to was will with""".split()
@@ -567,6 +576,27 @@ class HubProbe:
         self._wrapped.clear()
 
 
+class GcWatch:
+    """Records the Python garbage collector's pauses (client and in-process hub share them)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._t0 = 0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter_ns()
+        else:
+            self.pauses.append((info.get("generation", -1), (time.perf_counter_ns() - self._t0) / 1e6))
+
+    def __enter__(self) -> GcWatch:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
 # --- the workload ----------------------------------------------------------------------------
 
 
@@ -607,11 +637,14 @@ class LatencyOp:
 async def _make_create(w: Workload) -> SampleFn:
     mine: list[str | None] = [s for s, (owner, _) in w.data.sessions.items() if owner == w.caller] or [None]
     rng = Random(w.config.seed + 1)
-
-    async def create(i: int) -> int:
+    plans = []
+    for _ in range(w.config.samples + w.config.warmup):  # planned ahead: only the call is timed
         session = rng.choice(mine)
         group = w.data.sessions[session][1] if session is not None else None
-        plan = w.data.plan_bead(rng, w.caller, session, group)
+        plans.append(w.data.plan_bead(rng, w.caller, session, group))
+
+    async def create(i: int) -> int:
+        plan = plans[i % len(plans)]
         await w.client.create_bead(plan.title, plan.content, **plan.fields())
         return 1
 
@@ -857,9 +890,16 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
     started_at = datetime.now(UTC)
     t_start = time.perf_counter()
     load_start = _load_average()
+    code = await asyncio.to_thread(_code_version)  # at the start: the code this run imported
     tag = secrets.token_hex(3)
     graph_name = config.graph_name or f"bench_{tag}"
-    say = progress or (lambda _msg: None)
+    loads = [load_start]
+
+    def say(message: str) -> None:
+        loads.append(_load_average())
+        if progress is not None:
+            progress(message)
+
     async with contextlib.AsyncExitStack() as cleanup:
         nats_url, falkordb_url, redis_url, setup = config.nats_url, config.falkordb_url, config.redis_url, ""
         if nats_url is None and falkordb_url is None and redis_url is None:
@@ -924,11 +964,18 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         if not w.visible:
             raise RuntimeError("no bead was ingested; see the log")
         w.get_sizes = await _get_sizes(w)
-        say("timing operations one request at a time")
-        measured = await _measure(w, FLOORS + LATENCY_OPS, probe, say)
-        machine = await _machine(clients[caller].nc, falkordb_url)
-        machine.load = (load_start, _load_average())
         summary = _summary(data, caller, len(visible_plans), queries, edge_counts)
+        # The plan of every bead is no longer needed: dropped, so the bench's own objects do not
+        # lengthen the garbage collections of the hub it shares a process with.
+        data.beads = []
+        w.bead_ids.clear()
+        gc.collect()
+        say("timing operations one request at a time")
+        with GcWatch() as gc_watch:
+            measured = await _measure(w, FLOORS + LATENCY_OPS, probe, say)
+        machine = await _machine(clients[caller].nc, falkordb_url)
+        machine.code = code
+        machine.load = (*loads, _load_average())
     return BenchReport(
         config=config,
         machine=machine,
@@ -940,6 +987,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         floor=measured[0],
         ops=measured[len(FLOORS) :],
         command=config.command(),
+        gc_pauses=gc_watch.pauses,
     )
 
 
@@ -1011,6 +1059,27 @@ def _summary(
     )
 
 
+def _code_version() -> str:
+    version = f"nexus-recall {_version('nexus-recall')}"
+    here = Path(__file__).parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10,
+        )
+        if commit.returncode != 0:
+            return version
+        status = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return version
+    changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+    dirty = f" + uncommitted changes in {', '.join(changed)}" if changed else ""
+    return f"{version}, commit {commit.stdout.strip()}{dirty}"
+
+
 def _load_average() -> float:
     try:
         return os.getloadavg()[0]
@@ -1034,11 +1103,15 @@ def _memory_gb() -> float:
     return math.nan
 
 
+LIBRARIES = ("nats-py", "FalkorDB", "redis", "hiredis", "pydantic", "onnxruntime")
+"""Client-side packages that shape the figures (hiredis: redis-py's C reply parser, when installed)."""
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        return "?"
+        return "absent"
 
 
 async def _machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
@@ -1071,7 +1144,7 @@ async def _machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
         nats_server=str(server_info.get("version", "?")),
         redis=redis_version,
         falkordb=falkordb_version,
-        libraries={p: _version(p) for p in ("nats-py", "FalkorDB", "redis", "pydantic")},
+        libraries={p: _version(p) for p in LIBRARIES},
     )
 
 
@@ -1092,9 +1165,13 @@ def _header_lines(report: BenchReport) -> list[str]:
     libs = ", ".join(f"{k} {v}" for k, v in m.libraries.items())
     edges = ", ".join(f"{n:,} {t}" for t, n in sorted(d.edges.items()))
     floor = report.floor
+    load = ""
+    if m.load:
+        start, peak, end = m.load[0], max(m.load), m.load[-1]
+        load = f"; load average {start:.2f} at the start, {peak:.2f} at most, {end:.2f} at the end"
     return [
-        f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}; "
-        f"load average {m.load[0]:.2f} at the start, {m.load[1]:.2f} at the end",
+        f"Machine: {m.cores} cores, {m.cpu_model}, {m.memory_gb:.0f} GB RAM, {m.os}{load}",
+        f"Code: {getattr(m, 'code', '?')}",
         f"Software: {m.python}; nats-server {m.nats_server}; redis {m.redis} + FalkorDB {m.falkordb}; {libs}",
         f"Setup: {report.setup}",
         f"Data: {d.beads:,} beads by {d.identities} identities in {d.groups} groups and "
@@ -1110,8 +1187,21 @@ def _header_lines(report: BenchReport) -> list[str]:
         f"Floor: bare NATS request/reply to a plain nats-py echo responder through the same nats-server and "
         f"client connection; request {floor.request_bytes} B, reply {floor.reply_bytes} B "
         "(the median get_bead request and reply)",
+        _gc_line(getattr(report, "gc_pauses", [])),
         f"Run: {report.started_at:%Y-%m-%d %H:%M} UTC, {report.duration_s:.0f} s; command: {report.command}",
     ]
+
+
+def _gc_line(pauses: list[tuple[int, float]]) -> str:
+    if not pauses:
+        return "Python GC while timing: no collection recorded"
+    oldest = sum(1 for gen, _ in pauses if gen == 2)
+    longest = max(ms for _, ms in pauses)
+    total = sum(ms for _, ms in pauses)
+    return (
+        f"Python GC while timing (client and hub share it): {len(pauses)} collections ({oldest} of "
+        f"generation 2), longest {longest:.1f} ms, {total:.0f} ms in all"
+    )
 
 
 _LATENCY_COLUMNS = [
@@ -1135,7 +1225,7 @@ def _latency_rows(report: BenchReport) -> list[list[str]]:
     for r in [report.floor, *report.ops]:
         target = "-"
         if r.target_ms is not None:
-            verdict = "met" if r.p(99) < r.target_ms else "MISSED"
+            verdict = "no samples" if not r.n else "met" if r.p(99) < r.target_ms else "MISSED"
             target = f"< {r.target_ms:.0f} ms: {verdict}"
         result = f"{r.result_size:.1f} {r.result_unit}".strip() if r.result_unit else "-"
         rows.append([
@@ -1144,7 +1234,7 @@ def _latency_rows(report: BenchReport) -> list[list[str]]:
             _ms(r.p(50)),
             _ms(r.p(95)),
             _ms(r.p(99)),
-            f"{r.p(50) / base:.1f}x" if base > 0 else "-",
+            f"{r.p(50) / base:.1f}x" if base > 0 and r.n else "-",
             str(r.request_bytes),
             str(r.reply_bytes),
             result,
