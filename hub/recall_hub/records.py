@@ -53,11 +53,14 @@ def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
 
 
 def relationship_from_edge(edge: Edge, from_id: str, to_id: str) -> Relationship:
-    p = edge.properties
+    return relationship_from_props(edge.relation, from_id, to_id, edge.properties)
+
+
+def relationship_from_props(rel_type: str, from_id: str, to_id: str, p: Mapping[str, Any]) -> Relationship:
     return Relationship(
         from_id=from_id,
         to_id=to_id,
-        rel_type=RelType(edge.relation),
+        rel_type=RelType(rel_type),
         properties=RelationshipProperties(
             strength=p.get("strength"),
             similarity=p.get("similarity"),

@@ -18,7 +18,7 @@ from recall_schemas import (
 )
 
 from .context import HubContext
-from .records import bead_from_node, rel_label, relationship_from_edge, relationship_props
+from .records import bead_from_node, rel_label, relationship_from_edge, relationship_from_props, relationship_props
 from .timeutil import now_ms
 from .visibility import MY_GROUPS, visible
 
@@ -89,35 +89,38 @@ async def expand(
     """
     types = [t.value for t in rel_types] or ALL_TYPES
     rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} RETURN b",
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} RETURN b.bead_id",
         {"caller": caller, "ids": seeds},
     )
-    depth_of = {row[0].properties["bead_id"]: 0 for row in rows}
-    nodes = {row[0].properties["bead_id"]: row[0] for row in rows}
+    depth_of = {row[0]: 0 for row in rows}
     edges: dict[tuple[str, str, str], Relationship] = {}
     frontier = [s for s in seeds if s in depth_of]
     for depth in range(1, max_depth + 1):
-        if not frontier or len(nodes) >= limit:
+        if not frontier or len(depth_of) >= limit:
             break
+        # Ids and edge properties only: whole beads are read once, for the beads that are kept.
         rows = await ctx.graph.ro_query(
             MY_GROUPS + f"MATCH (a:Bead) WHERE a.bead_id IN $frontier MATCH {_pattern(direction)} "
             f"WHERE type(r) IN $types AND {visible('b')} "
-            "RETURN b, r, startNode(r).bead_id, endNode(r).bead_id",
+            "RETURN b.bead_id, type(r), startNode(r).bead_id, endNode(r).bead_id, properties(r)",
             {"caller": caller, "frontier": frontier, "types": types},
         )
         next_frontier: list[str] = []
-        for node, edge, start_id, end_id in rows:
-            bead_id = node.properties["bead_id"]
-            if bead_id not in nodes:
-                if len(nodes) >= limit:
+        for bead_id, rel_type, start_id, end_id, props in rows:
+            if bead_id not in depth_of:
+                if len(depth_of) >= limit:
                     continue
-                nodes[bead_id] = node
                 depth_of[bead_id] = depth
                 next_frontier.append(bead_id)
-            key = (edge.relation, start_id, end_id)
+            key = (rel_type, start_id, end_id)
             if key not in edges:
-                edges[key] = relationship_from_edge(edge, start_id, end_id)
+                edges[key] = relationship_from_props(rel_type, start_id, end_id, props)
         frontier = next_frontier
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} RETURN b",
+        {"caller": caller, "ids": list(depth_of)},
+    )
+    nodes = {row[0].properties["bead_id"]: row[0] for row in rows}
     ordered = sorted(nodes, key=lambda i: (depth_of[i], i))
     return Subgraph(
         nodes=[GraphNode(bead=bead_from_node(nodes[i]), depth=depth_of[i]) for i in ordered],

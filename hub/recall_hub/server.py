@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -51,6 +52,9 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # Beads whose vector write failed (or that predate this model) are embedded in the background
     # while the hub already serves; `service.repaired` lets callers wait for it.
     service.repaired = asyncio.create_task(repair(ctx))
+    # Everything imported so far lives as long as the process: keep it out of the collector's
+    # generations, so full collections stay short (they were the latency tail in `recall bench`).
+    gc.freeze()
     try:
         await service.start()
         await consumer.start()
