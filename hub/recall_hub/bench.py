@@ -618,6 +618,7 @@ class Workload:
     nats_url: str
     cleanup: contextlib.AsyncExitStack
     get_sizes: tuple[int, int] = (0, 0)
+    redis_url: str | None = None
 
     @property
     def client(self) -> RecallClient:
@@ -703,12 +704,76 @@ async def _make_nats_floor(w: Workload) -> SampleFn:
     return floor
 
 
+async def _make_search_hybrid(w: Workload) -> SampleFn:
+    async def search(i: int) -> int:
+        result = await w.client.search_beads(w.queries[i % len(w.queries)], limit=20)
+        return len(result.hits)
+
+    return search
+
+
+async def _make_find_similar(w: Workload) -> SampleFn:
+    rng = Random(w.config.seed + 4)
+
+    async def similar(i: int) -> int:
+        result = await w.client.find_similar(rng.choice(w.visible), threshold=0.0, limit=10)
+        return len(result.hits)
+
+    return similar
+
+
+async def _make_why(w: Workload) -> SampleFn:
+    async def why(i: int) -> int:
+        result = await w.client.why(w.queries[i % len(w.queries)], hops=2)
+        return len(result.graph.nodes)
+
+    return why
+
+
+async def _make_vsim_floor(w: Workload) -> SampleFn:
+    """A bare VSIM (k=20) straight to Redis on the largest vector set the caller may read, with real
+    query embeddings: what the hybrid search's vector list costs at the store, nothing else."""
+    import numpy as np
+    import redis.asyncio
+
+    from .embedders import EmbedderConfig, make_embedder
+
+    client = redis.asyncio.Redis.from_url(w.redis_url or "redis://127.0.0.1:6379")
+    w.cleanup.push_async_callback(client.aclose)
+    groups = [g.group_id for g in await w.client.list_groups()]
+    scopes = ("global", f"private:{w.caller}", *(f"group:{g}" for g in groups))
+    best, size = "", -1
+    async for raw in client.scan_iter(match="recall:vec:*"):
+        key = raw.decode()
+        if key.split(":", 3)[-1] in scopes and (n := int(await client.execute_command("VCARD", key))) > size:  # type: ignore[no-untyped-call]
+            best, size = key, n
+    embedder = make_embedder(EmbedderConfig(kind=w.config.embedder or "local"))
+    try:
+        vectors = await embedder.embed(list(dict.fromkeys(w.queries))[:100])
+    finally:
+        await embedder.aclose()
+    blobs = [np.asarray(v, dtype=np.float32).tobytes() for v in vectors]
+
+    async def vsim(i: int) -> int:
+        reply = await client.execute_command("VSIM", best, "FP32", blobs[i % len(blobs)], "COUNT", 20)  # type: ignore[no-untyped-call]
+        return len(reply)
+
+    return vsim
+
+
 FLOORS: list[LatencyOp] = [
     LatencyOp(
         "floor: NATS echo",
         "-",
         "bare request/reply through the same nats-server, get-sized payloads",
         _make_nats_floor,
+    ),
+    LatencyOp(
+        "floor: bare VSIM",
+        "-",
+        "VSIM k=20 straight to Redis on the caller's largest vector set, real query embeddings",
+        _make_vsim_floor,
+        unit="hits",
     ),
 ]
 """The first entry is the reference of every ratio."""
@@ -723,6 +788,30 @@ LATENCY_OPS: list[LatencyOp] = [
         _make_search_keyword,
         500.0,
         "hits",
+    ),
+    LatencyOp(
+        "search hybrid",
+        "search_beads",
+        "the same queries, default request (hybrid, priors), limit 20",
+        _make_search_hybrid,
+        500.0,
+        "hits",
+    ),
+    LatencyOp(
+        "find_similar",
+        "find_similar",
+        "a random visible bead, threshold 0, limit 10",
+        _make_find_similar,
+        None,
+        "hits",
+    ),
+    LatencyOp(
+        "why (2 hops)",
+        "why",
+        "the same queries, 3 seeds, 2 hops, limit 50",
+        _make_why,
+        None,
+        "nodes",
     ),
     LatencyOp(
         "traverse depth 3",
@@ -956,6 +1045,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             data.text(data.draw_words(rng, rng.choice((1, 1, 2, 2, 3)))) for _ in range(config.samples)
         ]
         w = Workload(config, data, rng, clients, caller, tap, {}, [], queries, nats_url, cleanup)
+        w.redis_url = redis_url
 
         ingest = await _ingest(w, say)
         edge_counts = await _edge_counts(falkordb_url, graph_name) if config.in_process_hub else None
@@ -985,7 +1075,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         duration_s=time.perf_counter() - t_start,
         ingest=ingest,
         floor=measured[0],
-        ops=measured[len(FLOORS) :],
+        ops=measured[1:],
         command=config.command(),
         gc_pauses=gc_watch.pauses,
     )
