@@ -177,11 +177,43 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 async def _bench(args: argparse.Namespace) -> int:
+    if args.suite == "vectors":
+        return await _bench_vectors(args)
+    if args.suite == "embedder":
+        return await _bench_embedder(args)
     from .bench import BenchConfig, render, run_bench
 
     config = BenchConfig(beads=args.beads, samples=args.samples, concurrency=args.concurrency)
     report = await run_bench(config)
     print(render(report))
+    return 0
+
+
+async def _bench_vectors(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .bench_vectors import render_study, run_vector_study
+
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        study = await run_vector_study(stack.redis_url, Path(args.data))
+    print(render_study(study))
+    return 0
+
+
+async def _bench_embedder(args: argparse.Namespace) -> int:
+    from .bench_vectors import corpus
+    from .embedders import EmbedderConfig, make_embedder
+    from .embedders.throughput import measure
+
+    texts = corpus(Path(args.data))[0][:200]
+    embedder = make_embedder(EmbedderConfig())
+    try:
+        result = await measure(embedder, texts, batch_size=32)
+    finally:
+        await embedder.aclose()
+    print(f"{result.model_id}: {result.n} LoCoMo texts; one per call {result.single_per_s:.0f}/s "
+          f"(p50 {result.single_p50_ms:.1f} ms, p99 {result.single_p99_ms:.1f} ms); "
+          f"batches of {result.batch_size} {result.batched_per_s:.0f}/s")
     return 0
 
 
@@ -323,6 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--beads", type=int, default=10_000)
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
+    bench.add_argument(
+        "--suite", choices=("bus", "vectors", "embedder"), default="bus",
+        help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s",
+    )
+    bench.add_argument("--data", default="../shared/data/locomo", help="LoCoMo folder (vectors, embedder suites)")
     bench.set_defaults(run=_bench)
 
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
