@@ -662,12 +662,17 @@ async def _make_get(w: Workload) -> SampleFn:
     return get
 
 
-async def _make_search_keyword(w: Workload) -> SampleFn:
-    async def search(i: int) -> int:
-        result = await w.client.search_beads(w.queries[i % len(w.queries)], limit=20, mode="keyword")
-        return len(result.hits)
+def _searching(**options: Any) -> Factory:
+    """A search factory: the bench's queries, limit 20, with these request options."""
 
-    return search
+    async def make(w: Workload) -> SampleFn:
+        async def search(i: int) -> int:
+            result = await w.client.search_beads(w.queries[i % len(w.queries)], limit=20, **options)
+            return len(result.hits)
+
+        return search
+
+    return make
 
 
 async def _make_traverse(w: Workload) -> SampleFn:
@@ -702,14 +707,6 @@ async def _make_nats_floor(w: Workload) -> SampleFn:
         return 1
 
     return floor
-
-
-async def _make_search_hybrid(w: Workload) -> SampleFn:
-    async def search(i: int) -> int:
-        result = await w.client.search_beads(w.queries[i % len(w.queries)], limit=20)
-        return len(result.hits)
-
-    return search
 
 
 async def _make_find_similar(w: Workload) -> SampleFn:
@@ -785,7 +782,7 @@ LATENCY_OPS: list[LatencyOp] = [
         "search keyword",
         "search_beads",
         "1-3 vocabulary words, mode keyword, limit 20",
-        _make_search_keyword,
+        _searching(mode="keyword"),
         500.0,
         "hits",
     ),
@@ -793,7 +790,7 @@ LATENCY_OPS: list[LatencyOp] = [
         "search hybrid",
         "search_beads",
         "the same queries, default request (hybrid, priors), limit 20",
-        _make_search_hybrid,
+        _searching(),
         500.0,
         "hits",
     ),
