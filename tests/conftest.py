@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext

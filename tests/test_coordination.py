@@ -9,7 +9,6 @@ import sys
 import uuid
 
 import pytest
-
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.server import running_hub
@@ -19,6 +18,7 @@ from recall_schemas import new_id
 from recall_schemas.coordination import Todo
 from recall_schemas.events import DeadLetter
 from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
+
 from tests.conftest import new_ai
 
 
@@ -146,7 +146,7 @@ async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
 
 
 async def test_agent_state_is_private_except_through_a_transfer(connect):
-    ops, group_id, (alice, bob) = await _group(connect)
+    _, _, (alice, bob) = await _group(connect)
     saved = await alice.ai_state_save(todos=[Todo(text="finish the migration")], working_notes="halfway")
     assert saved.todos[0].text == "finish the migration"
     assert (await alice.ai_state_save(context_summary="migrating users")).working_notes == "halfway"

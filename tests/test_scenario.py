@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
 from recall_client import RecallClient
 from recall_hub.auth import generate, load_roster
 from recall_hub.config import HubSettings

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
 from recall_hub.embedding_index import index_beads, reindex, repair
@@ -25,11 +24,14 @@ from recall_schemas import (
     WhyResult,
     new_id,
 )
+
 from tests.conftest import new_ai
 
 
 async def _similar(client, bead_id: str, threshold: float = 0.0, limit: int = 10) -> SearchResult:
-    return await client.call("find_similar", FindSimilar(bead_id=bead_id, threshold=threshold, limit=limit), SearchResult)
+    return await client.call(
+        "find_similar", FindSimilar(bead_id=bead_id, threshold=threshold, limit=limit), SearchResult
+    )
 
 
 async def _bulk_private_beads(ctx: HubContext, owner: str, texts: list[str], base: np.ndarray) -> None:
@@ -37,10 +39,22 @@ async def _bulk_private_beads(ctx: HubContext, owner: str, texts: list[str], bas
     now = now_ms()
     rows = [
         {
-            "bead_id": new_id("b"), "title": text, "content": text, "content_hash": new_id("h"),
-            "bead_type": "fact", "importance": 5, "tags": [], "created_at": now, "updated_at": now,
-            "accessed_at": now, "created_by": owner, "visibility": "private", "metadata": "{}",
-            "status": "active", "provenance": "authored", "corroborated_by": [],
+            "bead_id": new_id("b"),
+            "title": text,
+            "content": text,
+            "content_hash": new_id("h"),
+            "bead_type": "fact",
+            "importance": 5,
+            "tags": [],
+            "created_at": now,
+            "updated_at": now,
+            "accessed_at": now,
+            "created_by": owner,
+            "visibility": "private",
+            "metadata": "{}",
+            "status": "active",
+            "provenance": "authored",
+            "corroborated_by": [],
         }
         for text in texts
     ]
@@ -59,7 +73,9 @@ async def test_thousands_of_invisible_near_duplicates_never_starve_the_visible_b
     text = "rotate the payments signing key every ninety days"
     base = (await hub.embedder.embed([text]))[0]
     await _bulk_private_beads(hub, other, [f"{text} (copy {i})" for i in range(2000)], base)
-    mine = await me.create_bead("key rotation policy", "payments signing keys are rotated quarterly", visibility="private")
+    mine = await me.create_bead(
+        "key rotation policy", "payments signing keys are rotated quarterly", visibility="private"
+    )
 
     # The hidden copies really are closer to the query than the visible bead ...
     hidden = await hub.vectors.search([f"private:{other}"], base, 5)
@@ -135,10 +151,18 @@ async def test_auto_links_follow_the_session_and_relate_similar_beads(connect):
     me = await connect()
     session = new_id("s")
     first = await me.create_bead("Flaky test in checkout", "test_checkout fails one run in ten", session_id=session)
-    second = await me.create_bead("Flaky test in checkout fixed", "test_checkout fails one run in ten: fixed the race",
-                                  session_id=session, idempotency_key="fix-1")
-    again = await me.create_bead("Flaky test in checkout fixed", "test_checkout fails one run in ten: fixed the race",
-                                 session_id=session, idempotency_key="fix-1")
+    second = await me.create_bead(
+        "Flaky test in checkout fixed",
+        "test_checkout fails one run in ten: fixed the race",
+        session_id=session,
+        idempotency_key="fix-1",
+    )
+    again = await me.create_bead(
+        "Flaky test in checkout fixed",
+        "test_checkout fails one run in ten: fixed the race",
+        session_id=session,
+        idempotency_key="fix-1",
+    )
     assert again.bead_id == second.bead_id
     rels = await me.get_relationships(second.bead_id)
     follows = [r for r in rels if r.rel_type == "FOLLOWS_FROM"]
@@ -150,7 +174,9 @@ async def test_auto_links_follow_the_session_and_relate_similar_beads(connect):
 
 async def test_why_returns_the_connected_subgraph_inside_the_callers_view(connect):
     me, other = await connect(), await connect()
-    incident = await me.create_bead("Outage: queue backlog", "consumers stalled for 40 minutes", bead_type="observation")
+    incident = await me.create_bead(
+        "Outage: queue backlog", "consumers stalled for 40 minutes", bead_type="observation"
+    )
     cause = await me.create_bead("Root cause", "a poison message blocked the partition", bead_type="finding")
     fix = await me.create_bead("Dead-letter queue added", "poison messages now go to a DLQ", bead_type="decision")
     secret = await other.create_bead("Other team's note", "unrelated private", visibility="private")
@@ -162,9 +188,12 @@ async def test_why_returns_the_connected_subgraph_inside_the_callers_view(connec
     assert by_id == {incident.bead_id: 0, cause.bead_id: 1, fix.bead_id: 2}
     assert secret.bead_id not in by_id
     assert {(e.from_id, e.to_id, e.rel_type.value) for e in result.graph.edges} >= {
-        (cause.bead_id, incident.bead_id, "RELATED_TO"), (fix.bead_id, cause.bead_id, "FOLLOWS_FROM")}
-    shallow = await me.call("why", Why(query="queue backlog outage", hops=1, seeds=1, rel_types=["RELATED_TO"]),
-                            WhyResult)
+        (cause.bead_id, incident.bead_id, "RELATED_TO"),
+        (fix.bead_id, cause.bead_id, "FOLLOWS_FROM"),
+    }
+    shallow = await me.call(
+        "why", Why(query="queue backlog outage", hops=1, seeds=1, rel_types=["RELATED_TO"]), WhyResult
+    )
     assert {n.bead.bead_id for n in shallow.graph.nodes} == {incident.bead_id, cause.bead_id}
 
 
@@ -172,11 +201,18 @@ async def test_context_fits_the_budget_and_caps_siblings(connect):
     me = await connect()
     tag = new_id("t")[2:]
     for part in range(6):
-        await me.create_bead(f"Design doc part {part}", "the ingestion pipeline batches writes " * 10,
-                             metadata={"source": "doc-ingest"}, tags=[tag])
+        await me.create_bead(
+            f"Design doc part {part}",
+            "the ingestion pipeline batches writes " * 10,
+            metadata={"source": "doc-ingest"},
+            tags=[tag],
+        )
     other = await me.create_bead("Ingestion decision", "we batch ingestion writes by 64", tags=[tag])
-    block = await me.call("context", GetContext(query="ingestion pipeline writes", max_tokens=400,
-                                                 filters={"tags": [tag]}, max_per_source=2), ContextBlock)
+    block = await me.call(
+        "context",
+        GetContext(query="ingestion pipeline writes", max_tokens=400, filters={"tags": [tag]}, max_per_source=2),
+        ContextBlock,
+    )
     assert block.tokens <= 400
     assert other.bead_id in block.bead_ids
     assert len([b for b in block.bead_ids if b != other.bead_id]) <= 2
@@ -191,15 +227,26 @@ async def test_near_duplicates_across_agents_merge_and_keep_every_author(connect
     group = await ops.create_group("dedup")
     for member in (alice, bob):
         await ops.add_member(group.group_id, member.ai_id)
-    a = await alice.create_bead("Redis needs vm.overcommit", "Set vm.overcommit_memory=1 or background saves can fail",
-                                group_id=group.group_id, visibility="group")
-    b = await bob.create_bead("Redis needs vm.overcommit", "Set vm.overcommit_memory = 1, or background saves may fail",
-                              group_id=group.group_id, visibility="group")
+    a = await alice.create_bead(
+        "Redis needs vm.overcommit",
+        "Set vm.overcommit_memory=1 or background saves can fail",
+        group_id=group.group_id,
+        visibility="group",
+    )
+    b = await bob.create_bead(
+        "Redis needs vm.overcommit",
+        "Set vm.overcommit_memory = 1, or background saves may fail",
+        group_id=group.group_id,
+        visibility="group",
+    )
     c = await bob.create_bead("Unrelated", "The office plants need water", group_id=group.group_id, visibility="group")
     exact_only = await ops.deduplicate_beads(group_id=group.group_id)
     assert exact_only.clusters == []
-    report = await ops.call("deduplicate_beads", DeduplicateBeads(
-        group_id=group.group_id, similarity_threshold=0.9, merge=True), DuplicateReport)
+    report = await ops.call(
+        "deduplicate_beads",
+        DeduplicateBeads(group_id=group.group_id, similarity_threshold=0.9, merge=True),
+        DuplicateReport,
+    )
     assert [cl.bead_ids for cl in report.clusters] == [[a.bead_id, b.bead_id]]
     cluster = report.clusters[0]
     assert cluster.kind == "near" and cluster.merged_into == a.bead_id
@@ -231,8 +278,10 @@ async def test_switching_model_reindexes_and_never_mixes(settings, hub: HubConte
     first = await HubContext.connect(isolated, embedder=HashEmbedder(dim=64))
     caller = new_ai()
     try:
-        made = [await create_bead(first, caller, CreateBead(title=t, visibility="private"))
-                for t in ("alpha release notes", "beta rollout plan", "gamma incident review")]
+        made = [
+            await create_bead(first, caller, CreateBead(title=t, visibility="private"))
+            for t in ("alpha release notes", "beta rollout plan", "gamma incident review")
+        ]
         first_keys = [k async for k in first.vectors.redis.scan_iter(match=first.vectors.all_keys_pattern())]
         assert first_keys
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.server import running_hub

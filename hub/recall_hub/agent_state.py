@@ -41,7 +41,10 @@ def merged(into: AIState, incoming: AIState) -> AIState:
             "todos": todos,
             "working_notes": join(into.working_notes, incoming.working_notes, "notes"),
             "context_summary": join(into.context_summary, incoming.context_summary, "summary"),
-            "custom_state": {**into.custom_state, **{f"{incoming.ai_id}.{k}": v for k, v in incoming.custom_state.items()}},
+            "custom_state": {
+                **into.custom_state,
+                **{f"{incoming.ai_id}.{k}": v for k, v in incoming.custom_state.items()},
+            },
             "inherited_from": sorted({*into.inherited_from, incoming.ai_id}),
         }
     )

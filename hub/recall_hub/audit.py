@@ -71,7 +71,9 @@ class AuditLog:
         except Exception:
             log.exception("audit record lost for %s %s", ai_id, op)
 
-    async def entries(self, *, ai_id: str | None = None, bead_id: str | None = None, limit: int = 100) -> list[AuditEntry]:
+    async def entries(
+        self, *, ai_id: str | None = None, bead_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
         if (ai_id is None) == (bead_id is None):
             raise ValueError("give exactly one of ai_id or bead_id")
         key = f"{ROOT}:ai:{ai_id}" if ai_id else f"{ROOT}:bead:{bead_id}"

@@ -19,7 +19,6 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from pydantic import ValidationError
-
 from recall_schemas import RecallError, Unavailable
 from recall_schemas.events import EVENT_ADAPTER, DeadLetter
 from recall_schemas.subjects import (
@@ -162,12 +161,12 @@ class EventConsumer:
             self.outcomes.append((event_id, outcome))
             self._handled.notify_all()
 
-    async def wait_for(self, event_id: str, deliveries: int = 1, timeout: float = 10.0) -> list[str]:
+    async def wait_for(self, event_id: str, deliveries: int = 1, within: float = 10.0) -> list[str]:
         """The outcomes of the first ``deliveries`` settlements of an event by this process."""
 
         def settled() -> list[str]:
             return [outcome for eid, outcome in self.outcomes if eid == event_id]
 
-        async with asyncio.timeout(timeout), self._handled:
+        async with asyncio.timeout(within), self._handled:
             await self._handled.wait_for(lambda: len(settled()) >= deliveries)
         return settled()

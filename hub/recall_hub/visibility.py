@@ -1,8 +1,8 @@
 """Visibility, enforced inside every query.
 
 private = the creator only; group = current members of the bead's group; global = everyone.
-Each read query starts with :data:`MY_GROUPS`, which binds ``my_groups`` (and ``my_ops_groups``) from the membership graph
-at query time, so leaving a group removes access on the very next request. A bead that fails
+Each read query starts with :data:`MY_GROUPS`, which binds ``my_groups`` (and ``my_ops_groups``)
+from the membership graph at query time, so leaving a group removes access on the very next request. A bead that fails
 :func:`visible` is treated exactly like a missing one.
 """
 

@@ -34,7 +34,7 @@ from .ops import OPERATIONS, Operation
 from .requests import *  # noqa: F403
 from .requests import __all__ as _request_names
 
-__all__ = [  # noqa: PLE0604
+__all__ = [
     "OPERATIONS",
     "AgentId",
     "AiId",

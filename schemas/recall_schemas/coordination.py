@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from .ids import AiId, BeadId, GroupId, SessionId
 from .enums import BeadType, Visibility
+from .ids import AiId, BeadId, GroupId, SessionId
 from .models import Importance, MemoryBead, Metadata, Tag, WireModel
 from .requests import BeadFilters, SearchResult
 
