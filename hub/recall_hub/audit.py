@@ -36,21 +36,25 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
     found: dict[str, None] = {}
 
     def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
+        # Walks the models themselves (no serialisation: this runs on every request), stopping
+        # once enough ids are found; free-form dicts such as metadata are not entered.
+        if len(found) >= MAX_IDS:
+            return
+        if isinstance(value, BaseModel):
+            for key in type(value).model_fields:
+                item = getattr(value, key)
                 if key in BEAD_ID_FIELDS and isinstance(item, str):
                     found[item] = None
                 elif key in ("bead_ids", "seeds") and isinstance(item, list):
                     found.update((i, None) for i in item if isinstance(i, str))
-                else:
+                elif isinstance(item, BaseModel | list):
                     walk(item)
         elif isinstance(value, list):
             for item in value:
                 walk(item)
 
     for message in messages:
-        if message is not None:
-            walk(message.model_dump(mode="json"))
+        walk(message)
     return list(found)[:MAX_IDS]
 
 
