@@ -46,7 +46,7 @@ TIMEOUT = 10.0
 @pytest.fixture
 async def raw(stack: EmbeddedStack, hub: HubContext) -> AsyncIterator[NATS]:
     """A plain NATS connection: requests are sent exactly as written here."""
-    nc = await nats.connect(stack.nats_url)
+    nc = await nats.connect(stack.nats_url, connect_timeout=10)
     yield nc
     await nc.drain()
 

@@ -141,7 +141,7 @@ NewClient = Callable[..., Awaitable[RecallClient]]
 async def new_client(connect: ClientFactory, stack: EmbeddedStack) -> AsyncIterator[NewClient]:
     """``await new_client("o")`` gives a client for a fresh AI id of that kind. The clients of one
     test share one NATS connection (the hub takes the caller from the subject, not the connection)."""
-    bus = await nats.connect(stack.nats_url)
+    bus = await nats.connect(stack.nats_url, connect_timeout=10)
 
     async def make(kind: str = "a") -> RecallClient:
         return await connect(new_ai(kind), nc=bus)
