@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from .audit import AuditLog
 from .config import HubSettings
 from .embedders import Embedder, make_embedder
+from .embedders.batching import BatchingEmbedder
 from .feed import ChangeFeed
 from .graph import GraphStore
 from .vectors import VectorStore
@@ -30,7 +31,7 @@ class HubContext:
         await graph.ensure_schema()
         redis = Redis.from_url(settings.redis_url)
         if embedder is None:
-            embedder = make_embedder(settings.embedder)
+            embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()
         vectors = VectorStore(
             redis, f"{settings.graph_name}/{embedder.model_id}", quantization=settings.vector_quantization

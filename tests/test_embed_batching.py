@@ -1,0 +1,52 @@
+"""Concurrent single-text embeddings share model calls and get exactly their own vectors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from recall_hub.embedders import HashEmbedder
+from recall_hub.embedders.batching import BatchingEmbedder
+
+
+class Counting(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.calls: list[int] = []
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        await asyncio.sleep(0)  # a real model yields while its thread works
+        return await super().embed(texts)
+
+
+async def test_concurrent_requests_are_batched_and_each_gets_its_own_vector() -> None:
+    inner = Counting()
+    batching = BatchingEmbedder(inner, max_batch=8)
+    texts = [f"memory number {i} about topic {i % 3}" for i in range(20)]
+    try:
+        got = await asyncio.gather(*(batching.embed([t]) for t in texts))
+        expected = await HashEmbedder(dim=64).embed(texts)
+    finally:
+        await batching.aclose()
+    assert all(g.shape == (1, 64) for g in got)
+    assert np.allclose(np.vstack(got), expected)
+    assert sum(inner.calls) == 20 and len(inner.calls) < 20 and max(inner.calls) <= 8
+
+
+async def test_a_failing_batch_fails_its_requests_and_the_next_ones_still_work() -> None:
+    class Flaky(Counting):
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            if any("boom" in t for t in texts):
+                raise RuntimeError("model failed")
+            return await super().embed(texts)
+
+    batching = BatchingEmbedder(Flaky())
+    try:
+        with pytest.raises(RuntimeError, match="model failed"):
+            await batching.embed(["boom"])
+        assert (await batching.embed(["fine"])).shape == (1, 64)
+    finally:
+        await batching.aclose()
