@@ -25,6 +25,7 @@ from recall_schemas.models import RESERVED_METADATA_PREFIX
 from . import autolinks
 from .context import HubContext
 from .embedding_index import bead_text, embed_texts, index_beads, refresh_attributes, unindex
+from .groups import role_in
 from .records import bead_from_node, content_hash
 from .timeutil import now_ms
 from .visibility import MY_GROUPS, may_modify, visible
@@ -96,7 +97,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             return bead_from_node(node)
         # A replay returns the first bead only while the caller may still see it.
         return await _visible_bead(ctx, caller, node.properties["bead_id"])
-    if req.group_id is not None and not await _is_member(ctx, caller, req.group_id):
+    if req.group_id is not None and await role_in(ctx, caller, req.group_id) is None:
         raise NotFound(f"group {req.group_id} not found")
     raise Forbidden(f"session {req.session_id} belongs to another identity")
 
@@ -112,14 +113,6 @@ async def _after_create(ctx: HubContext, props: dict[str, Any]) -> None:
         await ctx.feed.bead_changed(props["created_by"], None, props)
     except Exception:  # the bead is stored; vectors are repaired on start-up or by `recall reindex`
         log.exception("post-create work for %s incomplete", props["bead_id"])
-
-
-async def _is_member(ctx: HubContext, caller: str, group_id: str) -> bool:
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group {group_id: $group_id}) RETURN count(g)",
-        {"caller": caller, "group_id": group_id},
-    )
-    return bool(rows and rows[0][0])
 
 
 async def _visible_bead(ctx: HubContext, caller: str, bead_id: str) -> MemoryBead:

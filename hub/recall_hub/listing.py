@@ -7,6 +7,7 @@ from typing import Any
 from recall_schemas import BeadList, GetByGroup, GetBySession, GetByTag, GetRecent, NotFound
 
 from .context import HubContext
+from .groups import role_in
 from .records import bead_from_node
 from .timeutil import to_ms
 from .visibility import MY_GROUPS, visible
@@ -33,11 +34,7 @@ async def get_by_session(ctx: HubContext, caller: str, req: GetBySession) -> Bea
 
 async def get_by_group(ctx: HubContext, caller: str, req: GetByGroup) -> BeadList:
     # A non-member learns nothing about the group, not even that it exists.
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group {group_id: $group_id}) RETURN count(g)",
-        {"caller": caller, "group_id": req.group_id},
-    )
-    if not rows or not rows[0][0]:
+    if await role_in(ctx, caller, req.group_id) is None:
         raise NotFound(f"group {req.group_id} not found")
     return await _list(
         ctx,
