@@ -12,9 +12,9 @@ import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack
-from recall_hub.transport import HubService
+from recall_hub.service.endpoints import HubService
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.stack import EmbeddedStack
 
 
 @pytest.fixture(scope="session")

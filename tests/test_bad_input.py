@@ -24,8 +24,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
 from recall_hub.context import HubContext
-from recall_hub.stack import EmbeddedStack
-from recall_hub.transport import ERROR_STATUS
+from recall_hub.service.endpoints import ERROR_STATUS
+from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     OPERATIONS,
     ErrorCode,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from recall_client import RecallClient
-from recall_hub.stack import free_port
+from recall_hub.tooling.stack import free_port
 
 
 def _port_open(port: int) -> bool:
@@ -20,7 +20,7 @@ def _port_open(port: int) -> bool:
 async def test_recall_up_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     nats_port, redis_port = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "recall_hub.cli", "up", "--data-dir", str(tmp_path),
+        sys.executable, "-m", "recall_hub.tooling.cli", "up", "--data-dir", str(tmp_path),
         "--nats-port", str(nats_port), "--redis-port", str(redis_port),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )

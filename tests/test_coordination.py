@@ -11,9 +11,9 @@ import uuid
 import pytest
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack
-from recall_hub.transport import HubService
+from recall_hub.service.endpoints import HubService
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import new_id
 from recall_schemas.coordination import Todo
 from recall_schemas.events import DeadLetter
@@ -288,7 +288,7 @@ async def test_audit_records_reads_writes_and_refusals(connect, hub):
         (ops.ai_id, "create_bead", True), (alice.ai_id, "get_bead", True), (alice.ai_id, "get_bead", False)]
     assert entries[-1].code == "not_found"
     cli = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "recall_hub.cli", "audit", "--redis", hub.settings.redis_url, "--ai", alice.ai_id,
+        sys.executable, "-m", "recall_hub.tooling.cli", "audit", "--redis", hub.settings.redis_url, "--ai", alice.ai_id,
         stdout=asyncio.subprocess.PIPE)
     out = (await cli.communicate())[0].decode()
     assert cli.returncode == 0

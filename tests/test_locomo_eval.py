@@ -1,4 +1,4 @@
-"""The LoCoMo evaluation machinery (recall_hub.evals.locomo): loading, evidence mapping, metrics, and a
+"""The LoCoMo evaluation machinery (recall_hub.bench.locomo): loading, evidence mapping, metrics, and a
 small run through the bus on the session's real servers. Quality numbers are not asserted here: they
 live in docs/retrieval.md and come from `recall eval locomo`."""
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from recall_hub.evals.locomo import (
+from recall_hub.bench.locomo import (
     CATEGORIES,
     MODES,
     Answer,
@@ -22,7 +22,7 @@ from recall_hub.evals.locomo import (
     run_locomo,
     summarise,
 )
-from recall_hub.stack import EmbeddedStack
+from recall_hub.tooling.stack import EmbeddedStack
 
 from tests.conftest import repo_root
 

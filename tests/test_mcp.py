@@ -30,8 +30,8 @@ from mcp_types import CallToolResult, TextContent, TextResourceContents
 from recall_client.mcp import HubLink, build_server
 from recall_client.mcp.tools import EXCLUDED_OPERATIONS, TOOL_SPECS
 from recall_hub.config import HubSettings
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack, free_port, nats_server_binary
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.stack import EmbeddedStack, free_port, nats_server_binary
 from recall_schemas import (
     OPERATIONS,
     ContextBlock,

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from recall_client import RecallClient
-from recall_hub.auth import generate, load_roster
 from recall_hub.config import HubSettings
-from recall_hub.demo import run_demo
 from recall_hub.embedders import EmbedderConfig
-from recall_hub.scenario import run_scenario
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.auth import generate, load_roster
+from recall_hub.tooling.demo import run_demo
+from recall_hub.tooling.scenario import run_scenario
+from recall_hub.tooling.stack import EmbeddedStack
 
 ROSTER = Path(__file__).resolve().parent.parent / "examples" / "roster.yaml"
 

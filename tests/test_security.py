@@ -32,8 +32,13 @@ import recall_client.client
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
-from recall_hub import auth, transport
-from recall_hub.auth import (
+from recall_hub.config import HubSettings
+from recall_hub.embedders import EmbedderConfig
+from recall_hub.service import endpoints as transport
+from recall_hub.service.endpoints import HubService
+from recall_hub.service.server import running_hub
+from recall_hub.tooling import auth
+from recall_hub.tooling.auth import (
     AuthBundle,
     AuthError,
     connect_options,
@@ -45,11 +50,7 @@ from recall_hub.auth import (
     load_roster,
     read_creds,
 )
-from recall_hub.config import HubSettings
-from recall_hub.embedders import EmbedderConfig
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack
-from recall_hub.transport import HubService
+from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     CreateBead,
     ErrorReply,

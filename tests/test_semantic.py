@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
-from recall_hub.embedding_index import index_beads, reindex, repair
-from recall_hub.ranking import PRIOR_FACTOR, prior
+from recall_hub.ops.indexing import index_beads, reindex, repair
+from recall_hub.retrieval.ranking import PRIOR_FACTOR, prior
+from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import now_ms
-from recall_hub.vectors import scope_of
 from recall_schemas import (
     ContextBlock,
     CreateBead,
@@ -270,8 +270,8 @@ async def test_a_bead_whose_vector_write_failed_is_repaired(connect, hub: HubCon
 
 
 async def test_switching_model_reindexes_and_never_mixes(settings, hub: HubContext):
-    from recall_hub.beads import create_bead
-    from recall_hub.search import search_beads
+    from recall_hub.ops.beads import create_bead
+    from recall_hub.retrieval.search import search_beads
     from recall_schemas import SearchBeads
 
     isolated = settings.model_copy(update={"graph_name": f"model_switch_{new_id('x')[2:]}"})

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
-from recall_hub.server import running_hub
-from recall_hub.stack import EmbeddedStack, StackError
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.stack import EmbeddedStack, StackError
 
 
 async def _write_and_read(stack: EmbeddedStack, bead_id: str | None) -> str:

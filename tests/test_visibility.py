@@ -26,9 +26,9 @@ import pytest
 from conftest import ClientFactory, new_ai
 from recall_client import RecallClient
 from recall_hub.context import HubContext
-from recall_hub.records import content_hash
-from recall_hub.stack import EmbeddedStack
+from recall_hub.store.records import content_hash
 from recall_hub.timeutil import to_ms
+from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     BeadStatus,
     Conflict,

@@ -1,8 +1,8 @@
 """Nexus Recall hub: the service, its storage and retrieval, the CLI and the embedded stack."""
 
-from .config import HubSettings
-from .context import HubContext
-from .server import running_hub, serve_forever
-from .stack import EmbeddedStack
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.service.server import running_hub, serve_forever
+from recall_hub.tooling.stack import EmbeddedStack
 
 __all__ = ["EmbeddedStack", "HubContext", "HubSettings", "running_hub", "serve_forever"]

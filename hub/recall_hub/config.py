@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .embedders import EmbedderConfig
+from recall_hub.embedders import EmbedderConfig
 
 
 class HubSettings(BaseSettings):

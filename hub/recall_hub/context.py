@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from .audit import AuditLog
-from .config import HubSettings
-from .embedders import Embedder, make_embedder
-from .embedders.batching import BatchingEmbedder
-from .feed import ChangeFeed
-from .graph import GraphStore
-from .vectors import VectorStore
+from recall_hub.config import HubSettings
+from recall_hub.embedders import Embedder, make_embedder
+from recall_hub.embedders.batching import BatchingEmbedder
+from recall_hub.store.audit import AuditLog
+from recall_hub.store.feed import ChangeFeed
+from recall_hub.store.graph import GraphStore
+from recall_hub.store.vectors import VectorStore
 
 
 @dataclass

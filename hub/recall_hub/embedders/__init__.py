@@ -10,10 +10,10 @@ Vectors carry ``embedder.model_id``; vectors of different model ids are never co
 
 from __future__ import annotations
 
-from .base import Embedder, EmbedderConfig, EmbedderError, EmbedderUnavailableError
-from .hashing import HashEmbedder
-from .local import LOCAL_DIM, LocalEmbedder
-from .openai_compat import OpenAIEmbedder
+from recall_hub.embedders.base import Embedder, EmbedderConfig, EmbedderError, EmbedderUnavailableError
+from recall_hub.embedders.hashing import HashEmbedder
+from recall_hub.embedders.local import LOCAL_DIM, LocalEmbedder
+from recall_hub.embedders.openai_compat import OpenAIEmbedder
 
 __all__ = [
     "Embedder",

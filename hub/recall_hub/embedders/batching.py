@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Embedder
+from recall_hub.embedders.base import Embedder
 
 
 class BatchingEmbedder:

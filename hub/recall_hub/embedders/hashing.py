@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import check_texts, l2_normalise
+from recall_hub.embedders.base import check_texts, l2_normalise
 
 __all__ = ["HashEmbedder"]
 

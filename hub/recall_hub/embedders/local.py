@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import EmbedderError, check_texts, l2_normalise
+from recall_hub.embedders.base import EmbedderError, check_texts, l2_normalise
 
 __all__ = ["DEFAULT_MAX_TOKENS", "LOCAL_DIM", "LOCAL_MODEL_ID", "LocalEmbedder", "default_tokenizer_path"]
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .base import EmbedderError, EmbedderUnavailableError, check_texts, l2_normalise
+from recall_hub.embedders.base import EmbedderError, EmbedderUnavailableError, check_texts, l2_normalise
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .base import Embedder
+from recall_hub.embedders.base import Embedder
 
 __all__ = ["EmbedThroughput", "measure"]
 

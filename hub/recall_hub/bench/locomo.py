@@ -1,0 +1,589 @@
+"""LoCoMo retrieval evaluation, run through the bus like any agent would use the hub.
+
+Mapping (docs/retrieval.md has the method and the numbers):
+
+* each conversation is a group, created by an ops identity that adds both speakers as agents;
+* each speaker is an agent; each turn is a group bead written by its speaker, titled
+  ``"Speaker: text"``, with its real LoCoMo timestamp and dialogue id in ``metadata``
+  (``dia_id``, ``session``, ``date``) — the hub stamps ``created_at`` itself at ingest;
+* each LoCoMo session is a session. A hub session has one owner (a create naming another
+  identity's session is refused), so each speaker writes its turns of session N into its own
+  hub session, and each turn is linked ``FOLLOWS_FROM`` the turn it answers (the other speaker's
+  previous turn) — the hub itself links each turn to the same speaker's previous one;
+* each question of categories 1–4 is asked by one of the two speakers with
+  ``search_beads(filters={"group_id": <conversation group>}, limit=10, mode=...)``.
+
+Metrics per mode and per category: Recall@10 of the evidence turns, Hit@5, MRR (over the top 10),
+session Hit@1 (the top bead's LoCoMo session holds an evidence turn) and the p50 round-trip
+latency of the search request as the client sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import secrets
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from recall_client import RecallClient
+
+log = logging.getLogger(__name__)
+
+CATEGORIES: dict[int, str] = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+"""LoCoMo's question categories as numbered in its released data (5, adversarial, is left out)."""
+
+MODES: tuple[str, ...] = ("keyword", "vector", "hybrid-rrf", "hybrid", "hybrid+priors")
+MODE_OPTIONS: dict[str, dict[str, Any]] = {
+    "keyword": {"mode": "keyword", "use_priors": False},
+    "vector": {"mode": "vector", "use_priors": False},
+    "hybrid-rrf": {"mode": "hybrid", "use_priors": False, "fusion": "rrf"},  # rank positions only
+    "hybrid": {"mode": "hybrid", "use_priors": False},
+    "hybrid+priors": {},  # the default request: what an agent gets when it asks nothing special
+}
+LIMIT = 10
+HIT_AT = 5
+TITLE_MAX = 512
+_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+_EVIDENCE = re.compile(r"^D:?(\d+):(\d+)$")
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``; stages are ``"ingest"`` and ``"query"``."""
+
+
+# --- the data ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str
+    session: int
+    date: datetime
+    caption: str | None = None
+
+    def title(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    index: int
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    key: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+
+    def session_of(self, dia_id: str) -> int:
+        return int(dia_id[1:].split(":", 1)[0])
+
+
+def normalise_evidence(raw: Iterable[str], known: set[str]) -> tuple[str, ...]:
+    """Evidence ids as ``D<session>:<turn>``, known ones only, in order, without repeats.
+
+    The released data holds a few malformed entries (``"D8:6; D9:17"``, ``"D:11:26"``, ``"D"``);
+    they are split and repaired where the intent is clear and dropped otherwise.
+    """
+    out: list[str] = []
+    for item in raw:
+        for token in re.split(r"[;,\s]+", str(item)):
+            match = _EVIDENCE.match(token.strip())
+            if match is None:
+                continue
+            dia_id = f"D{int(match.group(1))}:{int(match.group(2))}"
+            if dia_id in known and dia_id not in out:
+                out.append(dia_id)
+    return tuple(out)
+
+
+def load_conversation(path: Path, max_turns: int | None = None, captions: bool = False) -> Conversation:
+    """One LoCoMo conversation file; with ``max_turns``, only its first turns and the questions
+    whose evidence lies entirely among them."""
+    data = json.loads(path.read_text())
+    speakers = (str(data["speaker_a"]), str(data["speaker_b"]))
+    numbers = sorted(
+        int(k.rsplit("_", 1)[1]) for k in data if re.fullmatch(r"session_\d+", k) and data[k]
+    )
+    turns: list[Turn] = []
+    for number in numbers:
+        date = datetime.strptime(str(data[f"session_{number}_date_time"]), _DATE_FORMAT)
+        for raw in data[f"session_{number}"]:
+            caption = raw.get("blip_caption") if captions else None
+            turns.append(Turn(str(raw["dia_id"]), str(raw["speaker"]), str(raw["text"]), number, date, caption))
+    if max_turns is not None:
+        turns = turns[:max_turns]
+    known = {t.dia_id for t in turns}
+    questions: list[Question] = []
+    for index, qa in enumerate(data.get("qa", [])):
+        category = int(qa.get("category", 0))
+        if category not in CATEGORIES:
+            continue
+        all_evidence = qa.get("evidence") or []
+        evidence = normalise_evidence(all_evidence, known)
+        if not evidence:
+            continue
+        if max_turns is not None and len(evidence) < len(normalise_evidence(all_evidence, _all_ids(data))):
+            continue  # part of its evidence lies beyond the slice
+        questions.append(Question(index, str(qa["question"]), category, evidence))
+    return Conversation(path.stem, speakers, turns, questions)
+
+
+def _all_ids(data: dict[str, Any]) -> set[str]:
+    return {
+        str(t["dia_id"]) for k, v in data.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list) for t in v
+    }
+
+
+def load_locomo(
+    data_dir: Path, conversations: int = 5, max_turns: int | None = None, captions: bool = False
+) -> list[Conversation]:
+    files = sorted(Path(data_dir).glob("*.json"), key=lambda p: (len(p.stem), p.stem))[:conversations]
+    if not files:
+        raise FileNotFoundError(f"no LoCoMo conversation (*.json) in {data_dir}")
+    return [load_conversation(f, max_turns, captions) for f in files]
+
+
+# --- ingest through the bus --------------------------------------------------------------------
+
+
+@dataclass
+class Ingested:
+    """What one conversation became in the hub."""
+
+    key: str
+    group_id: str
+    agents: dict[str, str]  # speaker name -> ai id
+    beads: dict[str, str]  # dia id -> bead id
+    sessions: dict[str, int] = field(default_factory=dict)  # bead id -> LoCoMo session
+
+    def __post_init__(self) -> None:
+        self.dia_of = {b: d for d, b in self.beads.items()}
+
+
+def _body() -> str:
+    return secrets.token_hex(6)
+
+
+async def _ingest_session(
+    clients: dict[str, RecallClient], group_id: str, turns: Sequence[Turn], beads: dict[str, str]
+) -> None:
+    """Write one LoCoMo session in order: its turns, each into its speaker's own hub session."""
+    sessions: dict[str, str] = {}
+    previous: str | None = None
+    for turn in turns:
+        client = clients[turn.speaker]
+        session_id = sessions.setdefault(turn.speaker, f"s_{_body()}")
+        title = turn.title()
+        content = ""
+        if len(title) > TITLE_MAX:
+            title, content = title[: TITLE_MAX - 1] + "…", title
+        if turn.caption:
+            content = (content + "\n" if content else "") + f"[shares a photo: {turn.caption}]"
+        bead = await client.create_bead(
+            title,
+            content,
+            bead_type="observation",
+            session_id=session_id,
+            group_id=group_id,
+            visibility="group",
+            metadata={"dia_id": turn.dia_id, "session": turn.session, "date": turn.date.isoformat()},
+            idempotency_key=f"locomo.{group_id}.{turn.dia_id.replace(':', '.')}",
+        )
+        beads[turn.dia_id] = bead.bead_id
+        if previous is not None:
+            # The reply structure of the conversation: this turn answers the previous one.
+            await client.add_relationship(bead.bead_id, previous, "FOLLOWS_FROM", strength=1.0)
+        previous = bead.bead_id
+
+
+async def ingest(
+    nats_url: str,
+    conversation: Conversation,
+    concurrency: int = 4,
+    progress: Callable[[int], None] | None = None,
+) -> Ingested:
+    """Create the group, its agents and every turn of ``conversation`` through the bus."""
+    ops = RecallClient(f"o_{_body()}", nats_url, timeout=30.0)
+    speakers = {name: RecallClient(f"a_{_body()}", nats_url, timeout=30.0) for name in conversation.speakers}
+    beads: dict[str, str] = {}
+    async with _connected([ops, *speakers.values()]):
+        group = await ops.create_group(f"LoCoMo conversation {conversation.key}")
+        for client in speakers.values():
+            await ops.add_member(group.group_id, client.ai_id, "agent")
+        by_session: dict[int, list[Turn]] = {}
+        for turn in conversation.turns:
+            by_session.setdefault(turn.session, []).append(turn)
+        slots = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(turns: list[Turn]) -> None:
+            async with slots:
+                await _ingest_session(speakers, group.group_id, turns, beads)
+            if progress:
+                progress(len(turns))
+
+        await asyncio.gather(*(one(t) for t in by_session.values()))
+    sessions = {beads[t.dia_id]: t.session for t in conversation.turns}
+    return Ingested(
+        conversation.key, group.group_id, {n: c.ai_id for n, c in speakers.items()}, beads, sessions
+    )
+
+
+@contextlib.asynccontextmanager
+async def _connected(clients: Sequence[RecallClient]) -> AsyncIterator[None]:
+    try:
+        for client in clients:
+            await client.connect()
+        yield
+    finally:
+        for client in clients:
+            await client.close()
+
+
+# --- asking and scoring ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One question asked in one mode."""
+
+    conversation: str
+    question: int
+    category: int
+    mode: str
+    ranked: tuple[str, ...]  # dia ids, best first
+    evidence: tuple[str, ...]
+    latency_ms: float
+
+    @property
+    def recall(self) -> float:
+        return len(set(self.ranked[:LIMIT]) & set(self.evidence)) / len(self.evidence)
+
+    @property
+    def hit(self) -> float:
+        return float(bool(set(self.ranked[:HIT_AT]) & set(self.evidence)))
+
+    @property
+    def reciprocal_rank(self) -> float:
+        for rank, dia_id in enumerate(self.ranked[:LIMIT], start=1):
+            if dia_id in self.evidence:
+                return 1.0 / rank
+        return 0.0
+
+    @property
+    def session_hit(self) -> float:
+        if not self.ranked:
+            return 0.0
+        return float(_session(self.ranked[0]) in {_session(e) for e in self.evidence})
+
+
+def _session(dia_id: str) -> int:
+    return int(dia_id[1:].split(":", 1)[0])
+
+
+async def ask(
+    nats_url: str,
+    conversation: Conversation,
+    ingested: Ingested,
+    modes: Sequence[str] = MODES,
+    limit: int = LIMIT,
+    concurrency: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> list[Answer]:
+    """Ask every question of ``conversation`` in every mode, as one of its speakers.
+
+    Questions alternate between the two speakers (any group member sees the same group beads).
+    With ``concurrency`` 1 the latencies are those of an idle hub.
+    """
+    askers = [RecallClient(ingested.agents[s], nats_url, timeout=30.0) for s in conversation.speakers]
+    answers: list[Answer] = []
+    slots = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(n: int, question: Question) -> None:
+        client = askers[n % len(askers)]
+        async with slots:
+            for mode in modes:
+                started = time.perf_counter()
+                result = await client.search_beads(
+                    question.text, limit=limit, filters={"group_id": ingested.group_id}, **MODE_OPTIONS[mode]
+                )
+                elapsed = (time.perf_counter() - started) * 1000.0
+                ranked = tuple(ingested.dia_of.get(h.bead.bead_id, "?") for h in result.hits)
+                answers.append(
+                    Answer(
+                        conversation.key, question.index, question.category, mode, ranked, question.evidence, elapsed
+                    )
+                )
+        if progress:
+            progress(1)
+
+    async with _connected(askers):
+        await asyncio.gather(*(one(n, q) for n, q in enumerate(conversation.questions)))
+    return answers
+
+
+# --- the report --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metrics:
+    questions: int
+    recall_at_10: float
+    hit_at_5: float
+    mrr: float
+    session_hit_at_1: float
+    p50_ms: float
+
+
+def summarise(answers: Sequence[Answer]) -> Metrics:
+    if not answers:
+        return Metrics(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    return Metrics(
+        questions=len(answers),
+        recall_at_10=statistics.fmean(a.recall for a in answers),
+        hit_at_5=statistics.fmean(a.hit for a in answers),
+        mrr=statistics.fmean(a.reciprocal_rank for a in answers),
+        session_hit_at_1=statistics.fmean(a.session_hit for a in answers),
+        p50_ms=statistics.median(a.latency_ms for a in answers),
+    )
+
+
+@dataclass
+class LocomoReport:
+    conversations: list[str]
+    turns: int
+    questions: int
+    modes: list[str]
+    embedder: str
+    ingest_seconds: float
+    query_seconds: float
+    answers: list[Answer]
+    setup: str = ""
+    captions: bool = False
+
+    def metrics(self, mode: str, category: int | None = None) -> Metrics:
+        return summarise(
+            [a for a in self.answers if a.mode == mode and (category is None or a.category == category)]
+        )
+
+    def table(self) -> dict[str, dict[str, Metrics]]:
+        """``{mode: {"all" | category name: Metrics}}``."""
+        out: dict[str, dict[str, Metrics]] = {}
+        for mode in self.modes:
+            row = {"all": self.metrics(mode)}
+            for number, name in CATEGORIES.items():
+                row[name] = self.metrics(mode, number)
+            out[mode] = row
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "conversations": self.conversations,
+            "turns": self.turns,
+            "questions": self.questions,
+            "embedder": self.embedder,
+            "ingest_seconds": round(self.ingest_seconds, 1),
+            "query_seconds": round(self.query_seconds, 1),
+            "captions": self.captions,
+            "table": {
+                mode: {cat: vars(m) for cat, m in row.items()} for mode, row in self.table().items()
+            },
+        }
+
+
+def _header(report: LocomoReport) -> list[str]:
+    per_category = ", ".join(
+        f"{name} {sum(1 for a in report.answers if a.mode == report.modes[0] and a.category == n)}"
+        for n, name in CATEGORIES.items()
+    )
+    return [
+        f"LoCoMo retrieval through the bus: {len(report.conversations)} conversation(s) "
+        f"({', '.join(report.conversations)}), {report.turns} turns as group beads, "
+        f"{report.questions} questions of categories 1-4 ({per_category}).",
+        "Each conversation a group, each speaker an agent, each turn a bead 'Speaker: text'"
+        + (" (+ image caption)" if report.captions else "")
+        + "; each question asked by a speaker, search_beads(group_id filter, limit 10).",
+        "Recall@10 = share of evidence turns in the top 10; Hit@5 = an evidence turn in the top 5; "
+        "MRR over the top 10; sess@1 = the top bead's session holds evidence; p50 = search round trip.",
+        f"Embedder {report.embedder}; ingest {report.ingest_seconds:.0f} s, queries {report.query_seconds:.0f} s."
+        + (f" {report.setup}" if report.setup else ""),
+    ]
+
+
+_COLUMNS = ("R@10", "Hit@5", "MRR", "sess@1", "p50 ms", "n")
+
+
+def _cells(m: Metrics) -> list[str]:
+    return [
+        f"{m.recall_at_10:.3f}", f"{m.hit_at_5:.3f}", f"{m.mrr:.3f}", f"{m.session_hit_at_1:.3f}",
+        f"{m.p50_ms:.1f}", str(m.questions),
+    ]
+
+
+def _rows(report: LocomoReport) -> list[list[str]]:
+    rows = []
+    for mode, row in report.table().items():
+        for category, metrics in row.items():
+            if metrics.questions:
+                rows.append([mode, category, *_cells(metrics)])
+    return rows
+
+
+def render(report: LocomoReport) -> str:
+    """A plain-text table (every mode, overall and per category) under a header on the method."""
+    head = ["mode", "category", *_COLUMNS]
+    rows = _rows(report)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = (c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(padded).rstrip()
+
+    out = [*_header(report), "", line(head), "  ".join("-" * w for w in widths)]
+    previous = None
+    for row in rows:
+        if previous is not None and row[0] != previous:
+            out.append("")
+        out.append(line(row))
+        previous = row[0]
+    return "\n".join(out)
+
+
+def markdown(report: LocomoReport) -> str:
+    """The same table as Markdown, with the method as a paragraph above it."""
+    head = ["mode", "category", *_COLUMNS]
+    rule = "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"
+    out = [" ".join(_header(report)), "", "| " + " | ".join(head) + " |", rule]
+    for row in _rows(report):
+        bold = row[1] == "all"
+        cells = [f"**{c}**" if bold and i >= 2 and i < 6 else c for i, c in enumerate(row)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+# --- running it --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Target:
+    nats_url: str
+    setup: str
+    embedder: str
+
+
+@contextlib.asynccontextmanager
+async def _hub(
+    nats_url: str | None, redis_url: str | None, falkordb_url: str | None, graph_name: str | None,
+    work_dir: Path | None,
+) -> AsyncIterator[_Target]:
+    """Where to send requests: an embedded stack and an in-process hub unless a hub is given."""
+    from recall_hub.config import HubSettings
+    from recall_hub.service.server import running_hub
+    from recall_hub.tooling.stack import EmbeddedStack
+
+    if nats_url is not None and redis_url is None and falkordb_url is None:
+        yield _Target(nats_url, f"Hub already serving at {nats_url}.", "the serving hub's embedder")
+        return
+    with contextlib.ExitStack() as scope:
+        if nats_url is None:
+            directory = work_dir or Path(scope.enter_context(tempfile.TemporaryDirectory(prefix="recall-locomo-")))
+            stack = scope.enter_context(EmbeddedStack(directory))
+            nats_url, redis_url = stack.nats_url, stack.redis_url
+            setup = "Embedded stack (nats-server, redis-server 8 + FalkorDB) and an in-process hub."
+        else:
+            setup = f"In-process hub on {nats_url}."
+        store = redis_url or falkordb_url or "redis://127.0.0.1:6379"
+        settings = HubSettings(
+            nats_url=nats_url,
+            falkordb_url=falkordb_url or store,
+            redis_url=redis_url or store,
+            graph_name=graph_name or f"locomo_{_body()}",
+        )
+        async with running_hub(settings) as service:
+            yield _Target(nats_url, setup, service.ctx.embedder.model_id)
+
+
+async def run_locomo(
+    data_dir: Path,
+    nats_url: str | None = None,
+    *,
+    redis_url: str | None = None,
+    falkordb_url: str | None = None,
+    graph_name: str | None = None,
+    work_dir: Path | None = None,
+    conversations: int = 5,
+    max_turns: int | None = None,
+    modes: Sequence[str] = MODES,
+    captions: bool = False,
+    ingest_concurrency: int = 4,
+    query_concurrency: int = 1,
+    progress: Progress | None = None,
+) -> LocomoReport:
+    """Ingest LoCoMo conversations into a hub and ask their questions in every mode, through the bus.
+
+    Without ``nats_url`` an embedded stack is started (in ``work_dir`` or a temporary directory)
+    with an in-process hub on a fresh graph. With ``nats_url`` only, a hub must already serve there;
+    with ``nats_url`` and a store URL, an in-process hub is started against them. ``max_turns`` keeps
+    only the first turns of each conversation (and the questions answered inside them).
+    """
+    unknown = [m for m in modes if m not in MODE_OPTIONS]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {unknown}; known: {', '.join(MODES)}")
+    convs = load_locomo(data_dir, conversations, max_turns, captions)
+    total_turns = sum(len(c.turns) for c in convs)
+    total_questions = sum(len(c.questions) for c in convs)
+    async with _hub(nats_url, redis_url, falkordb_url, graph_name, work_dir) as target:
+        url = target.nats_url
+        done = 0
+
+        def step(stage: str, total: int) -> Callable[[int], None]:
+            def advance(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress:
+                    progress(stage, done, total)
+
+            return advance
+
+        started = time.perf_counter()
+        ingested: list[Ingested] = []
+        advance = step("ingest", total_turns)
+        for conv in convs:
+            ingested.append(await ingest(url, conv, ingest_concurrency, advance))
+            log.info("ingested conversation %s: %d turns", conv.key, len(conv.turns))
+        ingest_seconds = time.perf_counter() - started
+        done = 0
+        started = time.perf_counter()
+        answers: list[Answer] = []
+        advance = step("query", total_questions)
+        for conv, ing in zip(convs, ingested, strict=True):
+            answers += await ask(url, conv, ing, modes, LIMIT, query_concurrency, advance)
+        query_seconds = time.perf_counter() - started
+    return LocomoReport(
+        conversations=[c.key for c in convs],
+        turns=total_turns,
+        questions=total_questions,
+        modes=list(modes),
+        embedder=target.embedder,
+        ingest_seconds=ingest_seconds,
+        query_seconds=query_seconds,
+        answers=answers,
+        setup=target.setup,
+        captions=captions,
+    )

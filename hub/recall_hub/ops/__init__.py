@@ -1,0 +1,1 @@
+"""Domain operations, transport-free: each takes the hub context, the caller and a request model."""

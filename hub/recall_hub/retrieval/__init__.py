@@ -1,0 +1,1 @@
+"""Retrieval: candidate lists, fusion, graph context, priors and token-budgeted packing."""

@@ -1,0 +1,315 @@
+"""Recall: hybrid search, find_similar, why() and token-budgeted context.
+
+Hybrid ranking (docs/retrieval.md has the method and the LoCoMo numbers behind each step): BM25
+keyword candidates and vector candidates, read concurrently, fused by normalised score
+(:func:`~recall_hub.retrieval.ranking.fuse`); then graph context — a candidate gains part of the relevance of
+its ``FOLLOWS_FROM`` neighbours among the candidates (:func:`~recall_hub.retrieval.ranking.add_context`); then
+the bounded priors. Keyword-only and vector-only modes are the plain lists, with priors if asked.
+
+Every path starts from beads the caller may see: keyword candidates are filtered by visibility in
+the graph query before their limit, vector candidates come only from the caller's own scopes, and
+every candidate is re-checked against the graph (visibility and filters) before it is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from falkordb import Node
+from recall_schemas import (
+    BeadFilters,
+    ContextBlock,
+    Direction,
+    FindSimilar,
+    GetContext,
+    MemoryBead,
+    NotFound,
+    RankSource,
+    ScoreExplanation,
+    SearchBeads,
+    SearchHit,
+    SearchMode,
+    SearchResult,
+    Visibility,
+    Why,
+    WhyResult,
+)
+
+from recall_hub.context import HubContext
+from recall_hub.ops.indexing import bead_text, embed_texts
+from recall_hub.ops.relationships import expand
+from recall_hub.retrieval.keyword import joined, keyword_candidates, split_joined
+from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
+from recall_hub.store.filters import filter_clause
+from recall_hub.store.records import bead_from_node
+from recall_hub.store.vectors import caller_scopes, filter_expression
+from recall_hub.store.visibility import MY_GROUPS, visible
+from recall_hub.timeutil import now_ms
+from recall_hub.tokens import count_tokens
+
+CANDIDATES = 100
+"""How deep each list (keyword, vector) is read before fusion."""
+HYDRATE_SPARE = 2
+"""Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
+
+
+async def my_groups(ctx: HubContext, caller: str) -> list[str]:
+    rows = await ctx.graph.ro_query(
+        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
+    )
+    return [row[0] for row in rows]
+
+
+async def _scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
+    groups = await my_groups(ctx, caller)
+    if filters.group_id is not None:
+        groups = [g for g in groups if g == filters.group_id]
+    scopes = caller_scopes(caller, groups)
+    if filters.visibility is not None:
+        prefix = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibility.GROUP: "group:"}
+        scopes = [s for s in scopes if s.startswith(prefix[filters.visibility])]
+    return scopes
+
+
+async def vector_candidates(
+    ctx: HubContext, caller: str, vector: Any, filters: BeadFilters, k: int
+) -> list[tuple[str, float]]:
+    scopes = await _scopes(ctx, caller, filters)
+    hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters))
+    return [(h.bead_id, h.similarity) for h in hits]
+
+
+@dataclass
+class Hydrated:
+    node: Node
+    superseded: bool
+
+
+async def hydrate(ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Hydrated]:
+    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them."""
+    if not ids:
+        return {}
+    clause, params = filter_clause("b", filters)
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
+        "RETURN b, count(newer) > 0",
+        {"caller": caller, "ids": list(ids), **params},
+    )
+    return {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1])) for row in rows}
+
+
+async def _vector_list(
+    ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
+) -> list[tuple[str, float]]:
+    vector = (await embed_texts(ctx, [query]))[0]
+    return await vector_candidates(ctx, caller, vector, filters, depth)
+
+
+async def _screen(
+    ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters
+) -> dict[str, tuple[dict[str, Any], bool]]:
+    """Which of ``ids`` the caller may see and pass ``filters``, with what :func:`prior` reads of
+    them (importance, created_at, provenance, status) and whether a newer bead UPDATES them."""
+    clause, params = filter_clause("b", filters)
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
+        "WITH b, count(newer) > 0 AS superseded "
+        "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' + toString(coalesce(b.created_at, 0))"
+        " + ' ' + coalesce(b.provenance, 'authored') + ' ' + coalesce(b.status, 'active') + ' ' + toString(superseded))"
+        " AS rows " + joined("rows"),
+        {"caller": caller, "ids": list(ids), **params},
+    )
+    return {
+        bead_id: (
+            {"importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status},
+            superseded == "true",
+        )
+        for bead_id, importance, created, provenance, status, superseded in split_joined(rows)
+    }
+
+
+async def _session_links(ctx: HubContext, ids: Sequence[str]) -> dict[str, list[str]]:
+    """``FOLLOWS_FROM`` edges among ``ids``, both ways. The caller keeps those between beads it may see."""
+    rows = await ctx.graph.ro_query(
+        "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
+        "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
+        {"ids": list(ids)},
+    )
+    links: dict[str, list[str]] = {}
+    for later, earlier in split_joined(rows):
+        links.setdefault(later, []).append(earlier)
+        links.setdefault(earlier, []).append(later)
+    return links
+
+
+async def rank(
+    ctx: HubContext,
+    caller: str,
+    query: str,
+    filters: BeadFilters,
+    limit: int,
+    mode: SearchMode = SearchMode.HYBRID,
+    use_priors: bool = True,
+    fusion: str = "score",
+) -> list[SearchHit]:
+    depth = max(CANDIDATES, limit)
+    hybrid = mode is SearchMode.HYBRID
+    names: list[str] = []
+    reads = []
+    if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
+        names.append("keyword")
+        reads.append(keyword_candidates(ctx, caller, query, filters, depth))
+    if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
+        names.append("vector")
+        reads.append(_vector_list(ctx, caller, query, filters, depth))
+    lists = dict(zip(names, await asyncio.gather(*reads), strict=True))
+    fused = rrf(lists) if fusion == "rrf" else fuse(lists)
+    if not fused:
+        return []
+    # Only beads the caller may see (and that pass the filters) rank or lend context.
+    if hybrid:
+        seen, links = await asyncio.gather(
+            _screen(ctx, caller, list(fused), filters), _session_links(ctx, list(fused))
+        )
+    else:
+        seen, links = await _screen(ctx, caller, list(fused), filters), {}
+    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
+    if not fused:
+        return []
+    if hybrid:
+        add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, CONTEXT_WEIGHT)
+    ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
+    now = now_ms()
+    scored: list[tuple[float, float, list[str], Fused]] = []  # (score, prior, notes, entry)
+    if use_priors:
+        # Priors move a score by at most PRIOR_FACTOR either way, so a bead whose relevance is below
+        # the limit-th best over PRIOR_FACTOR**2 can never reach the top: no need to weigh it.
+        floor = ordered[min(limit, len(ordered)) - 1].relevance / PRIOR_FACTOR**2
+        for entry in (e for e in ordered if e.relevance >= floor):
+            props, superseded = seen[entry.bead_id]
+            multiplier, notes = prior(props, superseded, now)
+            scored.append((entry.relevance * multiplier, multiplier, notes, entry))
+    else:
+        scored = [(e.relevance, 1.0, [], e) for e in ordered[: limit + HYDRATE_SPARE]]
+    scored.sort(key=lambda s: (-s[0], s[3].bead_id))
+    top = scored[: limit + HYDRATE_SPARE]
+    beads = await hydrate(ctx, caller, [s[3].bead_id for s in top], filters)
+    hits: list[SearchHit] = []
+    for score, multiplier, notes, entry in top:
+        found = beads.get(entry.bead_id)
+        if found is None:  # changed since it was screened
+            continue
+        if entry.context_from is not None:
+            notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
+        hits.append(
+            SearchHit(
+                bead=bead_from_node(found.node),
+                score=score,
+                explanation=ScoreExplanation(
+                    sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
+                    relevance=entry.relevance,
+                    prior=multiplier,
+                    notes=notes,
+                ),
+            )
+        )
+    return hits[:limit]
+
+
+def source_of(bead: MemoryBead) -> str:
+    """Beads cut from one item (a document, a diff) share ``metadata.source``; others stand alone."""
+    source = bead.metadata.get("source")
+    return str(source) if source else bead.bead_id
+
+
+def render(bead: MemoryBead) -> str:
+    day = bead.created_at.date().isoformat()
+    header = (
+        f"[{bead.bead_type.value} | {bead.provenance.value} | importance {bead.importance} | {day} | "
+        f"by {bead.created_by} | {bead.bead_id}]"
+    )
+    body = bead.content if bead.content and bead.content != bead.title else ""
+    return f"{header} {bead.title}" + (f"\n{body}" if body else "")
+
+
+def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) -> tuple[list[SearchHit], int]:
+    """The best hits whose rendered beads fit ``max_tokens``, at most ``max_per_source`` per source.
+
+    Greedy in rank order: a hit that does not fit is skipped and smaller ones after it may still fit.
+    Returns the kept hits and how many were dropped.
+    """
+    kept: list[SearchHit] = []
+    used = 0
+    per_source: dict[str, int] = {}
+    for hit in hits:
+        source = source_of(hit.bead)
+        cost = count_tokens(render(hit.bead)) + 1
+        if per_source.get(source, 0) >= max_per_source or used + cost > max_tokens:
+            continue
+        kept.append(hit)
+        used += cost
+        per_source[source] = per_source.get(source, 0) + 1
+    return kept, len(hits) - len(kept)
+
+
+async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> SearchResult:
+    hits = await rank(ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors, req.fusion)
+    if req.max_tokens is None:
+        return SearchResult(hits=hits)
+    kept, _ = pack(hits, req.max_tokens, max_per_source=req.limit)
+    return SearchResult(hits=kept, tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept))
+
+
+async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
+    hits = await rank(ctx, caller, req.query, req.filters, 100)
+    kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
+    text = "\n\n".join(render(h.bead) for h in kept)
+    return ContextBlock(
+        text=text,
+        bead_ids=[h.bead.bead_id for h in kept],
+        tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept),
+        max_tokens=req.max_tokens,
+        dropped=dropped,
+    )
+
+
+async def find_similar(ctx: HubContext, caller: str, req: FindSimilar) -> SearchResult:
+    rows = await ctx.graph.ro_query(
+        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b",
+        {"caller": caller, "bead_id": req.bead_id},
+    )
+    if not rows:
+        raise NotFound(f"bead {req.bead_id} not found")
+    props: Mapping[str, Any] = rows[0][0].properties
+    vector = None
+    if props.get("vec_scope") and props.get("vec_model") == ctx.vectors.model_id:
+        vector = await ctx.vectors.vector(req.bead_id, props["vec_scope"])
+    if vector is None:
+        vector = (await embed_texts(ctx, [bead_text(props)]))[0]
+    candidates = await vector_candidates(ctx, caller, vector, BeadFilters(), req.limit + 1)
+    candidates = [(b, s) for b, s in candidates if b != req.bead_id and s >= req.threshold][: req.limit]
+    beads = await hydrate(ctx, caller, [b for b, _ in candidates], BeadFilters())
+    hits = [
+        SearchHit(
+            bead=bead_from_node(beads[b].node),
+            score=s,
+            explanation=ScoreExplanation(
+                sources=[RankSource(list="vector", rank=i + 1, raw_score=s)], relevance=s, prior=1.0
+            ),
+        )
+        for i, (b, s) in enumerate(candidates)
+        if b in beads
+    ]
+    return SearchResult(hits=hits)
+
+
+async def why(ctx: HubContext, caller: str, req: Why) -> WhyResult:
+    seeds = await rank(ctx, caller, req.query, req.filters, req.seeds)
+    seed_ids = [h.bead.bead_id for h in seeds]
+    graph = await expand(ctx, caller, seed_ids, req.hops, req.rel_types, Direction.BOTH, req.limit)
+    return WhyResult(seeds=seed_ids, graph=graph)

@@ -1,0 +1,72 @@
+"""One hub process: connect to NATS and the stores, serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import nats
+from nats.aio.client import Client as NATS
+
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.ops.indexing import repair
+from recall_hub.service.endpoints import HubService
+from recall_hub.service.events import EventConsumer
+
+log = logging.getLogger(__name__)
+
+
+async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
+    options: dict[str, object] = {
+        "servers": [url.strip() for url in settings.nats_url.split(",")],
+        "name": name,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+    }
+    if settings.nats_creds:
+        from recall_hub.tooling.auth import connect_options
+
+        options.update(connect_options(settings.nats_creds))  # checks the file first: nats-py loops on a bad one
+    if settings.nats_user:
+        options["user"] = settings.nats_user
+        options["password"] = settings.nats_password
+    return await nats.connect(**options)  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
+    """A serving hub for the duration of the block."""
+    if not settings.auth_required and not settings.nats_creds and not settings.nats_user:
+        log.warning(
+            "NATS AUTH IS OFF: any client can claim any AI id. Use this only for local development."
+        )
+    ctx = await HubContext.connect(settings)
+    nc = await connect_nats(settings)
+    service = HubService(ctx, nc)
+    consumer = EventConsumer(ctx, nc)
+    service.events = consumer
+    # Beads whose vector write failed (or that predate this model) are embedded in the background
+    # while the hub already serves; `service.repaired` lets callers wait for it.
+    service.repaired = asyncio.create_task(repair(ctx))
+    # Everything imported so far lives as long as the process: keep it out of the collector's
+    # generations, so full collections stay short (they were the latency tail in `recall bench`).
+    gc.freeze()
+    try:
+        await service.start()
+        await consumer.start()
+        yield service
+    finally:
+        service.repaired.cancel()
+        await consumer.stop()
+        await service.stop()
+        await nc.drain()
+        await ctx.aclose()
+
+
+async def serve_forever(settings: HubSettings, stop: asyncio.Event) -> None:
+    async with running_hub(settings):
+        await stop.wait()

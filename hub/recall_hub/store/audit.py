@@ -1,0 +1,98 @@
+"""Audit: every request is recorded per AI id and per bead it touched — who, what, when, and
+whether it was allowed (with the error code when not). Kept in Redis streams, newest last."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from redis.asyncio import Redis
+
+from recall_hub.timeutil import from_ms, now_ms
+
+log = logging.getLogger(__name__)
+
+ROOT = "recall:audit"
+BEAD_ID_FIELDS = ("bead_id", "from_id", "to_id", "start_id", "handoff_bead_id")
+MAX_IDS = 50
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    at: datetime
+    ai_id: str
+    op: str
+    allowed: bool
+    code: str
+    bead_ids: list[str]
+
+
+def bead_ids_of(*messages: BaseModel | None) -> list[str]:
+    """Every bead id named in the messages (requests and replies), in order, without repeats."""
+    found: dict[str, None] = {}
+
+    def walk(value: Any) -> None:
+        # Walks the models themselves (no serialisation: this runs on every request), stopping
+        # once enough ids are found; free-form dicts such as metadata are not entered.
+        if len(found) >= MAX_IDS:
+            return
+        if isinstance(value, BaseModel):
+            for key in type(value).model_fields:
+                item = getattr(value, key)
+                if key in BEAD_ID_FIELDS and isinstance(item, str):
+                    found[item] = None
+                elif key in ("bead_ids", "seeds") and isinstance(item, list):
+                    found.update((i, None) for i in item if isinstance(i, str))
+                elif isinstance(item, BaseModel | list):
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for message in messages:
+        walk(message)
+    return list(found)[:MAX_IDS]
+
+
+class AuditLog:
+    def __init__(self, redis: Redis, maxlen: int = 100_000) -> None:
+        self.redis = redis
+        self.maxlen = maxlen
+
+    async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
+        ids = list(bead_ids)
+        fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.xadd(f"{ROOT}:ai:{ai_id}", fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            for bead_id in ids:
+                pipe.xadd(f"{ROOT}:bead:{bead_id}", fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            await pipe.execute()
+        except Exception:
+            log.exception("audit record lost for %s %s", ai_id, op)
+
+    async def entries(
+        self, *, ai_id: str | None = None, bead_id: str | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
+        if (ai_id is None) == (bead_id is None):
+            raise ValueError("give exactly one of ai_id or bead_id")
+        key = f"{ROOT}:ai:{ai_id}" if ai_id else f"{ROOT}:bead:{bead_id}"
+        rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.redis.xrevrange(key, count=limit)  # type: ignore[assignment]
+        entries = []
+        for _, fields in reversed(rows):
+            f = {k.decode(): v.decode() for k, v in fields.items()}
+            entries.append(
+                AuditEntry(
+                    at=from_ms(int(f["at"])),
+                    ai_id=f["ai"],
+                    op=f["op"],
+                    allowed=f["allowed"] == "1",
+                    code=f["code"],
+                    bead_ids=[b for b in f["beads"].split(",") if b],
+                )
+            )
+        return entries
