@@ -116,7 +116,7 @@ async def redis_state(hub: HubContext) -> dict[bytes, bytes | None]:
     except the audit log, which records every request by design."""
     state: dict[bytes, bytes | None] = {}
     async for key in hub.redis.scan_iter(match="recall:*"):
-        if not key.startswith(b"recall:audit:"):
+        if b":audit:" not in key:
             state[key] = await hub.redis.dump(key)
     return state
 
@@ -495,7 +495,7 @@ async def test_a_bad_caller_token_in_the_subject_is_invalid_and_writes_nothing(
     assert await bead_count(hub) == before
     rows = await hub.graph.ro_query("MATCH (a:AI {ai_id: $c}) RETURN count(a)", {"c": caller})
     assert rows[0][0] == 0
-    assert await hub.redis.exists(f"recall:kv:{caller}") == 0
+    assert await hub.redis.exists(hub.keys.kv(caller)) == 0
 
 
 # --- oversize payloads ----------------------------------------------------------------------------
@@ -528,7 +528,7 @@ async def test_a_payload_over_the_configured_limit_is_too_large_and_one_at_the_l
     stuffed = json.dumps({"title": title, "content": "x" * (limit + 16)}).encode()
     assert_error(await ask(raw, caller, "create_bead", stuffed), ErrorCode.TOO_LARGE)
     assert await bead_count(hub) == before
-    assert await hub.redis.exists(f"recall:kv:{caller}") == 0
+    assert await hub.redis.exists(hub.keys.kv(caller)) == 0
 
     # Exactly at the limit: served.
     at_limit = padded({"title": title}, limit)

@@ -288,7 +288,8 @@ async def test_audit_records_reads_writes_and_refusals(connect, hub):
         (ops.ai_id, "create_bead", True), (alice.ai_id, "get_bead", True), (alice.ai_id, "get_bead", False)]
     assert entries[-1].code == "not_found"
     cli = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "recall_hub.tooling.cli", "audit", "--redis", hub.settings.redis_url, "--ai", alice.ai_id,
+        sys.executable, "-m", "recall_hub.tooling.cli", "audit", "--redis", hub.settings.redis_url,
+        "--graph", hub.settings.graph_name, "--ai", alice.ai_id,
         stdout=asyncio.subprocess.PIPE)
     out = (await cli.communicate())[0].decode()
     assert cli.returncode == 0

@@ -17,7 +17,10 @@ class HubSettings(BaseSettings):
     nats_password: str | None = None
     falkordb_url: str = "redis://127.0.0.1:6379"
     redis_url: str = "redis://127.0.0.1:6379"
-    graph_name: str = "recall"
+    graph_name: str = Field(
+        default="recall", pattern=r"^[A-Za-z0-9_\-]{1,64}$",
+        description="Names the graph and prefixes every Redis key: one Redis can hold several isolated hubs",
+    )
     max_payload_bytes: int = Field(default=512 * 1024, description="Requests larger than this are refused")
     max_concurrency: int = Field(default=64, description="Requests handled at once by one hub process")
     auth_required: bool = Field(default=False, description="False only in the embedded dev mode")
@@ -28,4 +31,8 @@ class HubSettings(BaseSettings):
     auto_related: bool = Field(default=True, description="Link a new bead RELATED_TO its nearest beads")
     related_threshold: float = Field(default=0.75, ge=-1, le=1, description="Cosine needed for RELATED_TO")
     related_max: int = Field(default=3, ge=0, le=20)
+    applied_event_ttl_s: int = Field(
+        default=7 * 86_400, ge=60,
+        description="How long an applied event id is remembered (longer than the events stream keeps events)",
+    )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")

@@ -12,6 +12,7 @@ from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.store.audit import AuditLog
 from recall_hub.store.feed import ChangeFeed
 from recall_hub.store.graph import GraphStore
+from recall_hub.store.keys import Keys
 from recall_hub.store.vectors import VectorStore
 
 
@@ -24,6 +25,7 @@ class HubContext:
     vectors: VectorStore
     feed: ChangeFeed
     audit: AuditLog
+    keys: Keys
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -33,17 +35,17 @@ class HubContext:
         if embedder is None:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()
-        vectors = VectorStore(
-            redis, f"{settings.graph_name}/{embedder.model_id}", quantization=settings.vector_quantization
-        )
+        keys = Keys(settings.graph_name)
+        vectors = VectorStore(redis, keys, embedder.model_id, quantization=settings.vector_quantization)
         return cls(
             settings=settings,
             graph=graph,
             redis=redis,
             embedder=embedder,
             vectors=vectors,
-            feed=ChangeFeed(redis, graph),
-            audit=AuditLog(redis),
+            feed=ChangeFeed(redis, graph, keys),
+            audit=AuditLog(redis, keys),
+            keys=keys,
         )
 
     async def aclose(self) -> None:

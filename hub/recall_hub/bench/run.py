@@ -740,9 +740,9 @@ async def _make_vsim_floor(w: Workload) -> SampleFn:
     groups = [g.group_id for g in await w.client.list_groups()]
     scopes = ("global", f"private:{w.caller}", *(f"group:{g}" for g in groups))
     best, size = "", -1
-    async for raw in client.scan_iter(match="recall:vec:*"):
+    async for raw in client.scan_iter(match="recall:*:vec:*"):
         key = raw.decode()
-        if key.split(":", 3)[-1] in scopes and (n := int(await client.execute_command("VCARD", key))) > size:  # type: ignore[no-untyped-call]
+        if key.split(":", 4)[-1] in scopes and (n := int(await client.execute_command("VCARD", key))) > size:  # type: ignore[no-untyped-call]
             best, size = key, n
     embedder = make_embedder(EmbedderConfig(kind=w.config.embedder or "local"))
     try:

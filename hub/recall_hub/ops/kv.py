@@ -18,10 +18,6 @@ from recall_hub.timeutil import from_ms, now_ms
 _WORD = re.compile(r"\w+")
 
 
-def _key(ai_id: str) -> str:
-    return f"recall:kv:{ai_id}"
-
-
 def _entry(key: str, raw: bytes | str) -> KVEntry:
     data = json.loads(raw)
     return KVEntry(key=key, value=data["value"], metadata=data["metadata"], updated_at=from_ms(data["updated_at"]))
@@ -30,12 +26,12 @@ def _entry(key: str, raw: bytes | str) -> KVEntry:
 async def learn(ctx: HubContext, caller: str, req: Learn) -> KVEntry:
     now = now_ms()
     record = {"value": req.value, "metadata": req.metadata, "updated_at": now}
-    await ctx.redis.hset(_key(caller), req.key, json.dumps(record))
+    await ctx.redis.hset(ctx.keys.kv(caller), req.key, json.dumps(record))
     return KVEntry(key=req.key, value=req.value, metadata=req.metadata, updated_at=from_ms(now))
 
 
 async def recall(ctx: HubContext, caller: str, req: Recall) -> KVEntry:
-    raw = await ctx.redis.hget(_key(caller), req.key)
+    raw = await ctx.redis.hget(ctx.keys.kv(caller), req.key)
     if raw is None:
         raise NotFound(f"nothing learnt under {req.key!r}")
     entry = _entry(req.key, raw)
@@ -49,7 +45,7 @@ async def unified_recall(ctx: HubContext, caller: str, req: UnifiedRecall) -> Un
     and the beads that search_beads finds for it."""
     words = {w.lower() for w in _WORD.findall(req.query)}
     scored: list[tuple[int, KVEntry]] = []
-    async for key, raw in ctx.redis.hscan_iter(_key(caller)):
+    async for key, raw in ctx.redis.hscan_iter(ctx.keys.kv(caller)):
         entry = _entry(key.decode() if isinstance(key, bytes) else key, raw)
         text = f"{entry.key} {entry.value}".lower()
         shared = len(words & {w.lower() for w in _WORD.findall(text)})

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 MAX_DELIVERIES = 8
 RETRY_DELAY_S = 1.0
-APPLIED_KEY = "recall:events:applied"
 
 
 async def ensure_streams(js: JetStreamContext) -> None:
@@ -113,12 +112,14 @@ class EventConsumer:
             kind = msg.subject.split(".", 4)[4]
             if kind != event.kind:
                 raise ValueError(f"subject says {kind!r} but the payload is {event.kind!r}")
-            if await self.ctx.redis.sismember(APPLIED_KEY, f"{publisher}:{event_id}"):
+            if await self.ctx.redis.exists(self.ctx.keys.applied_event(publisher, event_id)):
                 await msg.ack()
                 await self._mark(event_id, "duplicate")
                 return
             await apply_event(self.ctx, publisher, event)
-            await self.ctx.redis.sadd(APPLIED_KEY, f"{publisher}:{event_id}")
+            await self.ctx.redis.set(
+                self.ctx.keys.applied_event(publisher, event_id), 1, ex=self.ctx.settings.applied_event_ttl_s
+            )
         except Unavailable as exc:
             deliveries = msg.metadata.num_delivered or 1
             if deliveries < MAX_DELIVERIES:

@@ -12,11 +12,11 @@ from typing import Any
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from recall_hub.store.keys import Keys
 from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)
 
-ROOT = "recall:audit"
 BEAD_ID_FIELDS = ("bead_id", "from_id", "to_id", "start_id", "handoff_bead_id")
 MAX_IDS = 50
 
@@ -59,8 +59,9 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
 
 
 class AuditLog:
-    def __init__(self, redis: Redis, maxlen: int = 100_000) -> None:
+    def __init__(self, redis: Redis, keys: Keys, maxlen: int = 100_000) -> None:
         self.redis = redis
+        self.keys = keys
         self.maxlen = maxlen
 
     async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
@@ -68,9 +69,9 @@ class AuditLog:
         fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
         try:
             pipe = self.redis.pipeline(transaction=False)
-            pipe.xadd(f"{ROOT}:ai:{ai_id}", fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.xadd(self.keys.audit_ai(ai_id), fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
             for bead_id in ids:
-                pipe.xadd(f"{ROOT}:bead:{bead_id}", fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
+                pipe.xadd(self.keys.audit_bead(bead_id), fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
             await pipe.execute()
         except Exception:
             log.exception("audit record lost for %s %s", ai_id, op)
@@ -80,7 +81,7 @@ class AuditLog:
     ) -> list[AuditEntry]:
         if (ai_id is None) == (bead_id is None):
             raise ValueError("give exactly one of ai_id or bead_id")
-        key = f"{ROOT}:ai:{ai_id}" if ai_id else f"{ROOT}:bead:{bead_id}"
+        key = self.keys.audit_ai(ai_id) if ai_id else self.keys.audit_bead(str(bead_id))
         rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.redis.xrevrange(key, count=limit)  # type: ignore[assignment]
         entries = []
         for _, fields in reversed(rows):

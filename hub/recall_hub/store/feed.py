@@ -14,12 +14,12 @@ from recall_schemas.subjects import notify_subject
 from redis.asyncio import Redis
 
 from recall_hub.store.graph import GraphStore
+from recall_hub.store.keys import Keys
 from recall_hub.store.records import bead_from_props
 from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)
 
-STREAM_ROOT = "recall:changes"
 Notifier = Callable[[str, bytes], Awaitable[None]]
 
 
@@ -34,15 +34,16 @@ def feed_scope(props: Mapping[str, Any] | None) -> str | None:
 
 
 class ChangeFeed:
-    def __init__(self, redis: Redis, graph: GraphStore, maxlen: int = 100_000) -> None:
+    def __init__(self, redis: Redis, graph: GraphStore, keys: Keys, maxlen: int = 100_000) -> None:
         self.redis = redis
+        self.keys = keys
         self.graph = graph
         self.maxlen = maxlen
         self.notifier: Notifier | None = None
         """Set by the transport: publishes bytes on a subject. None: log only (tests of the domain)."""
 
     def key(self, scope: str) -> str:
-        return f"{STREAM_ROOT}:{scope}"
+        return self.keys.changes(scope)
 
     async def bead_changed(
         self, by: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None

@@ -11,7 +11,6 @@ recall@10 ≈ 0.98 against exact search on real MiniLM vectors (docs/benchmarks.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -23,11 +22,11 @@ import redis.exceptions
 from recall_schemas import BeadFilters, Unavailable
 from redis.asyncio import Redis
 
+from recall_hub.store.keys import Keys
 from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
 
-KEY_ROOT = "recall:vec"
 ATTRIBUTE_FIELDS = ("bead_type", "importance", "created_at", "status", "tags", "created_by", "session_id", "group_id")
 
 
@@ -80,18 +79,18 @@ class VectorHit:
 
 
 class VectorStore:
-    def __init__(self, redis: Redis, model_id: str, quantization: str = "Q8", ef: int = 200) -> None:
+    def __init__(self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", ef: int = 200) -> None:
         self.redis = redis
         self.model_id = model_id
         self.quantization = quantization
         self.ef = ef
-        self._model_key = hashlib.sha1(model_id.encode()).hexdigest()[:10]
+        self.keys = keys
 
     def key(self, scope: str) -> str:
-        return f"{KEY_ROOT}:{self._model_key}:{scope}"
+        return self.keys.vectors(self.model_id, scope)
 
     def all_keys_pattern(self, any_model: bool = False) -> str:
-        return f"{KEY_ROOT}:*" if any_model else f"{KEY_ROOT}:{self._model_key}:*"
+        return f"{self.keys.vector_root(None if any_model else self.model_id)}:*"
 
     async def add(self, bead_id: str, scope: str, vector: np.ndarray, attributes: dict[str, Any]) -> None:
         try:
@@ -148,16 +147,15 @@ class VectorStore:
     async def scope_sizes(self) -> dict[str, int]:
         sizes = {}
         async for key in self.redis.scan_iter(match=self.all_keys_pattern()):
-            sizes[key.decode().rsplit(":", 2)[-2] + ":" + key.decode().rsplit(":", 1)[-1]] = int(
-                await self.redis.vset().vcard(key)
-            )
+            scope = key.decode()[len(self.keys.vector_root(self.model_id)) + 1 :]
+            sizes[scope] = int(await self.redis.vset().vcard(key))
         return sizes
 
     async def drop_model_sets(self, keep_current: bool = True) -> int:
         """Delete vector sets of other models (and of this one unless ``keep_current``)."""
         dropped = 0
         async for key in self.redis.scan_iter(match=self.all_keys_pattern(any_model=True)):
-            if keep_current and key.decode().startswith(f"{KEY_ROOT}:{self._model_key}:"):
+            if keep_current and key.decode().startswith(f"{self.keys.vector_root(self.model_id)}:"):
                 continue
             dropped += int(await self.redis.delete(key))
         return dropped

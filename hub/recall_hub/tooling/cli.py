@@ -261,11 +261,13 @@ async def _audit(args: argparse.Namespace) -> int:
     from redis.asyncio import Redis
 
     from recall_hub.store.audit import AuditLog
+    from recall_hub.store.keys import Keys
 
     settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
     redis = Redis.from_url(settings.redis_url)
     try:
-        entries = await AuditLog(redis).entries(ai_id=args.ai, bead_id=args.bead, limit=args.limit)
+        audit = AuditLog(redis, Keys(settings.graph_name))
+        entries = await audit.entries(ai_id=args.ai, bead_id=args.bead, limit=args.limit)
     finally:
         await redis.aclose()
     print(f"{'when (UTC)':<24} {'who':<20} {'operation':<22} {'outcome':<10} beads")
@@ -378,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--bead", help="a bead id")
     audit.add_argument("--limit", type=int, default=100)
     audit.add_argument("--redis", help="Redis URL (RECALL_REDIS_URL)")
+    audit.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
     audit.set_defaults(run=_audit)
 
     exp = sub.add_parser("export-schemas", help="write JSON Schema and AsyncAPI files")

@@ -1,0 +1,55 @@
+"""Every Redis key the hub uses, namespaced by the graph name.
+
+``RECALL_GRAPH_NAME`` isolates one hub from another sharing the same Redis: key-value memory, change
+logs, audit, applied events, vector sets and the outbox's bookkeeping all live under
+``recall:<graph>:``. No other module spells a Redis key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+GRAPH_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+class Keys:
+    def __init__(self, graph_name: str) -> None:
+        if not GRAPH_NAME.fullmatch(graph_name):
+            raise ValueError(f"graph name {graph_name!r}: use 1-64 letters, digits, '_' or '-'")
+        self.graph_name = graph_name
+        self.root = f"recall:{graph_name}"
+
+    def pattern(self) -> str:
+        """Every key of this hub (SCAN MATCH)."""
+        return f"{self.root}:*"
+
+    def kv(self, ai_id: str) -> str:
+        return f"{self.root}:kv:{ai_id}"
+
+    def changes(self, scope: str) -> str:
+        return f"{self.root}:changes:{scope}"
+
+    def audit_ai(self, ai_id: str) -> str:
+        return f"{self.root}:audit:ai:{ai_id}"
+
+    def audit_bead(self, bead_id: str) -> str:
+        return f"{self.root}:audit:bead:{bead_id}"
+
+    def applied_event(self, publisher: str, event_id: str) -> str:
+        return f"{self.root}:events:applied:{publisher}:{event_id}"
+
+    def outbox_done(self, entry_id: str, step: str) -> str:
+        return f"{self.root}:outbox:done:{entry_id}:{step}"
+
+    def lock(self, name: str) -> str:
+        return f"{self.root}:lock:{name}"
+
+    def vector_root(self, model_id: str | None = None) -> str:
+        """The vector sets of one embedding model (or, with None, of every model)."""
+        if model_id is None:
+            return f"{self.root}:vec"
+        return f"{self.root}:vec:{hashlib.sha1(model_id.encode()).hexdigest()[:10]}"
+
+    def vectors(self, model_id: str, scope: str) -> str:
+        return f"{self.vector_root(model_id)}:{scope}"
