@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 class EventPublisher:
     """``client.events``: one method per event. Each returns the JetStream acknowledgement.
 
-    ``event_id`` defaults to a fresh one; pass your own to make a retried publish a duplicate
-    (JetStream drops it within its window, and the hub would apply it once anyway).
+    ``event_id`` defaults to a fresh one; pass your own to make a retried publish a duplicate: the hub
+    applies each ``(publisher, event_id)`` once, the publisher being the subject token NATS binds to
+    this connection. No ``Nats-Msg-Id`` is sent: JetStream deduplicates message ids stream-wide, so
+    another identity publishing first under the same id could otherwise make the server drop this event.
     """
 
     def __init__(self, nc: NATS, publisher: str, timeout: float = 5.0) -> None:
@@ -40,11 +42,7 @@ class EventPublisher:
     async def publish(self, event: EventBase) -> PubAck:
         kind: str = getattr(event, "kind")  # noqa: B009 - every concrete event has a literal kind
         try:
-            return await self._js.publish(
-                event_subject(self.publisher, kind),
-                event.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": f"{self.publisher}:{event.event_id}"},
-            )
+            return await self._js.publish(event_subject(self.publisher, kind), event.model_dump_json().encode())
         except Exception as exc:
             raise Unavailable(f"could not publish {kind}: {exc}") from exc
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from recall_hub.embedders import EmbedderConfig
@@ -36,3 +36,49 @@ class HubSettings(BaseSettings):
         description="How long an applied event id is remembered (longer than the events stream keeps events)",
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
+    # --- retention: nothing grows without bound (docs/operations.md) ---
+    events_max_age_s: int = Field(
+        default=3 * 86_400, ge=60, description="RECALL_EVENTS keeps an event this long (replay window)"
+    )
+    events_max_bytes: int = Field(
+        default=1 << 30, ge=1 << 20, description="RECALL_EVENTS size; the oldest events go first"
+    )
+    event_max_bytes: int = Field(
+        default=512 * 1024, ge=1024, le=1 << 20,
+        description="Largest event: the stream refuses bigger publishes, the hub dead-letters bigger messages",
+    )
+    dead_letters_max_age_s: int = Field(default=30 * 86_400, ge=60, description="RECALL_DLQ keeps a letter this long")
+    dead_letters_max_bytes: int = Field(default=256 << 20, ge=1 << 20, description="RECALL_DLQ size")
+    dead_letter_excerpt_bytes: int = Field(
+        default=1024, ge=0, le=16_384, description="Bytes of a dead event's payload copied into its letter"
+    )
+    event_max_deliveries: int = Field(
+        default=8, ge=1, le=100, description="Attempts at an event whose store is unavailable before it is dead"
+    )
+    event_retry_delay_s: float = Field(default=1.0, gt=0, description="Back-off step between those attempts")
+    event_apply_timeout_s: float = Field(
+        default=20.0, gt=0, le=300, description="Applying one event longer than this counts as unavailable"
+    )
+    audit_maxlen: int = Field(default=100_000, ge=100, description="Entries kept per identity's audit stream")
+    audit_bead_maxlen: int = Field(default=1_000, ge=10, description="Entries kept per bead's audit stream")
+    audit_bead_ttl_s: int = Field(
+        default=90 * 86_400, ge=60, description="A bead's audit stream expires this long after its last entry"
+    )
+    kv_max_keys: int = Field(default=10_000, ge=1, description="Key-value memories per identity")
+    kv_max_bytes: int = Field(
+        default=16 << 20, ge=1024, description="Bytes of key-value memory per identity (keys + stored values)"
+    )
+    kv_recall_scan_max: int = Field(
+        default=2_000, ge=10, description="Key-value entries unified_recall examines per request"
+    )
+
+    @model_validator(mode="after")
+    def _applied_events_outlive_the_stream(self) -> HubSettings:
+        # An event still in the stream can be delivered again (redelivery, a new consumer, a replay);
+        # if its applied-id had expired by then, an old membership event could undo a newer one.
+        if self.applied_event_ttl_s <= self.events_max_age_s:
+            raise ValueError(
+                f"applied_event_ttl_s ({self.applied_event_ttl_s}) must exceed events_max_age_s "
+                f"({self.events_max_age_s}): an event id must be remembered while the event can be redelivered"
+            )
+        return self

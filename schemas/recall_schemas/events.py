@@ -99,11 +99,23 @@ EVENT_KINDS: tuple[str, ...] = (
 
 
 class DeadLetter(WireModel):
-    """What the hub records on ``recall.v1.dlq.<kind>`` for an event that can never apply."""
+    """What the hub records on ``recall.v1.dlq.<kind>`` for an event that can never apply.
 
-    subject: str
-    publisher: str | None
-    reason: str
-    code: str
-    payload: str = Field(description="The original payload (UTF-8, replaced where invalid)")
+    Bounded whatever the event held: the payload is an excerpt (its size and hash identify the whole),
+    the subject and reason are cut, so a letter always fits the dead-letter stream.
+    """
+
+    subject: str = Field(max_length=512)
+    publisher: str | None = Field(max_length=64)
+    event_id: str | None = Field(default=None, max_length=128, description="When the payload named a valid one")
+    reason: str = Field(max_length=2048)
+    code: str = Field(max_length=32)
+    payload: str = Field(
+        max_length=16_384,
+        description="The first bytes of the payload (RECALL_DEAD_LETTER_EXCERPT_BYTES), UTF-8, replaced where invalid",
+    )
+    payload_bytes: int = Field(ge=0, description="Size of the whole payload")
+    payload_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="Hash of the whole payload")
+    truncated: bool = Field(description="Whether ``payload`` is shorter than the original")
+    deliveries: int = Field(default=1, ge=1, description="Delivery attempts before the event was given up")
     at: datetime

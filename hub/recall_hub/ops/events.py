@@ -30,11 +30,11 @@ _SERVICE = re.compile(SERVICE_ID_PATTERN)
 
 def _acting_ai(publisher: str, named: str | None) -> str:
     """Whose session an event is about: an AI speaks for itself; a service may speak for any AI."""
-    if _AI.match(publisher):
+    if _AI.fullmatch(publisher):
         if named is not None and named != publisher:
             raise Forbidden(f"{publisher} may not publish session events of {named}")
         return publisher
-    if _SERVICE.match(publisher):
+    if _SERVICE.fullmatch(publisher):
         if named is None:
             raise InvalidRequest("a service's session event must name ai_id")
         return named
@@ -42,7 +42,7 @@ def _acting_ai(publisher: str, named: str | None) -> str:
 
 
 def _require_ai(publisher: str, kind: str) -> str:
-    if not _AI.match(publisher):
+    if not _AI.fullmatch(publisher):
         raise Forbidden(f"{kind} events may only come from an AI identity, not {publisher!r}")
     return publisher
 

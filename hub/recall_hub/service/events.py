@@ -1,26 +1,59 @@
 """JetStream side of events: the streams, and a durable pull consumer that applies each event and
 acks it only after the change is committed. Several hubs share one durable consumer.
 
-- applied (or already applied): ack;
-- the store is unavailable: nak with a delay, so it is retried once the store is back;
-- can never apply (malformed, unauthorised, conflicting) or failed too often: term, with the
-  reason recorded on ``recall.v1.dlq.<kind>`` — never retried forever, never dropped silently.
+Every delivery ends in exactly one of:
+
+- applied (or already applied by this or another hub): ack;
+- a store is unavailable (or applying took longer than ``event_apply_timeout_s``): nak with a growing
+  delay, at most ``event_max_deliveries`` times, then dead;
+- can never apply (too large, not an event subject, not JSON, the wrong model, unauthorised,
+  conflicting) or failed in an unexpected way: dead — a bounded letter (an excerpt, the size and
+  SHA-256 of the payload, the reason) on ``recall.v1.dlq.<kind>``, then term. If the letter cannot be
+  published, the event is retried like an unavailable one and, at the last attempt, termed with the
+  letter in the log.
+
+Nothing an event holds can stop the consumer: every step of handling, settling included, is guarded,
+and the loop survives whatever a handler raises. The consumer's own ``max_deliver`` is a server-side
+backstop above the hub's bound, for a message the hub never gets to settle (a crash while applying).
+
+Deduplication is the hub's, by ``(publisher, event_id)`` — the publisher being the subject token NATS
+permissions bind to the connection. JetStream's ``Nats-Msg-Id`` deduplication is stream-wide, so any
+identity could suppress another's event by publishing first under its message id: the client does not
+send one, the stream's duplicate window is the server's minimum, and an event whose ``Nats-Msg-Id``
+begins with another identity (``<other>:…``) is refused (dead-lettered, so the attempt is on record).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable
 from contextlib import suppress
+from typing import Literal
 
 import nats.errors
+import nats.js.errors
+import redis.exceptions
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from pydantic import ValidationError
 from recall_schemas import RecallError, Unavailable
-from recall_schemas.events import EVENT_ADAPTER, DeadLetter
+from recall_schemas.events import EVENT_ADAPTER, EVENT_KINDS, DeadLetter, Event
+from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN
 from recall_schemas.subjects import (
     DEAD_LETTER_ROOT,
     DEAD_LETTER_STREAM,
@@ -28,52 +61,156 @@ from recall_schemas.subjects import (
     EVENTS_STREAM,
     HUB_EVENTS_CONSUMER,
     dead_letter_subject,
-    event_publisher_of,
 )
 
+from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.events import apply_event
 from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)
 
-MAX_DELIVERIES = 8
-RETRY_DELAY_S = 1.0
+Outcome = Literal["applied", "duplicate", "dead", "retry"]
+
+DUPLICATE_WINDOW_S = 0.1
+"""nats-server's minimum (it cannot be switched off): message ids are not how events are deduplicated."""
+DEAD_LETTER_MAX_BYTES = 128 * 1024
+"""Largest letter the dead-letter stream takes; a letter's fields are cut so that it always fits."""
+MAX_OUTCOMES = 10_000
+"""Settlements this process remembers for :meth:`EventConsumer.wait_for` (the oldest are forgotten)."""
+MAX_REASON = 2000
+APPLIED = b"1"
+CLAIMED = b"claimed"
+
+_IDENTITY = re.compile(f"{AI_ID_PATTERN}|{SERVICE_ID_PATTERN}")
+_STORE_DOWN = (Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    for config in (
-        StreamConfig(
-            name=EVENTS_STREAM, subjects=[f"{EVENT_ROOT}.>"], storage=StorageType.FILE, duplicate_window=3600.0
-        ),
-        StreamConfig(name=DEAD_LETTER_STREAM, subjects=[f"{DEAD_LETTER_ROOT}.>"], storage=StorageType.FILE),
-    ):
+def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
+    """RECALL_EVENTS and RECALL_DLQ, each bounded in age, bytes and message size."""
+    events = StreamConfig(
+        name=EVENTS_STREAM,
+        subjects=[f"{EVENT_ROOT}.>"],
+        storage=StorageType.FILE,
+        retention=RetentionPolicy.LIMITS,
+        discard=DiscardPolicy.OLD,
+        max_age=float(settings.events_max_age_s),
+        max_bytes=settings.events_max_bytes,
+        max_msg_size=settings.event_max_bytes,
+        duplicate_window=DUPLICATE_WINDOW_S,
+    )
+    dead_letters = StreamConfig(
+        name=DEAD_LETTER_STREAM,
+        subjects=[f"{DEAD_LETTER_ROOT}.>"],
+        storage=StorageType.FILE,
+        retention=RetentionPolicy.LIMITS,
+        discard=DiscardPolicy.OLD,
+        max_age=float(settings.dead_letters_max_age_s),
+        max_bytes=settings.dead_letters_max_bytes,
+        max_msg_size=DEAD_LETTER_MAX_BYTES,
+        duplicate_window=120.0,  # letters carry the event's stream sequence as id: one letter per event
+    )
+    return events, dead_letters
+
+
+async def ensure_streams(js: JetStreamContext, settings: HubSettings) -> None:
+    """Create the streams, or bring existing ones to the configured limits."""
+    for config in stream_configs(settings):
         try:
             await js.add_stream(config)
         except nats.js.errors.BadRequestError:
             await js.update_stream(config)
 
 
+def consumer_config(settings: HubSettings) -> ConsumerConfig:
+    ack_wait = settings.event_apply_timeout_s + 10.0
+    return ConsumerConfig(
+        durable_name=HUB_EVENTS_CONSUMER,
+        name=HUB_EVENTS_CONSUMER,
+        filter_subject=f"{EVENT_ROOT}.>",
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=ack_wait,
+        max_deliver=settings.event_max_deliveries + 2,
+    )
+
+
+def dead_letter(
+    subject: str,
+    data: bytes,
+    *,
+    publisher: str | None,
+    event_id: str | None,
+    code: str,
+    reason: str,
+    deliveries: int,
+    excerpt_bytes: int,
+) -> DeadLetter:
+    """A letter whose size does not depend on the event: an excerpt, the size and hash of the whole."""
+    excerpt = data[:excerpt_bytes]
+    return DeadLetter(
+        subject=subject[:512],
+        publisher=publisher[:64] if publisher is not None else None,
+        event_id=event_id,
+        reason=reason[:MAX_REASON],
+        code=code[:32],
+        payload=excerpt.decode("utf-8", errors="replace"),
+        payload_bytes=len(data),
+        payload_sha256=hashlib.sha256(data).hexdigest(),
+        truncated=len(excerpt) < len(data),
+        deliveries=max(1, deliveries),
+        at=from_ms(now_ms()),
+    )
+
+
+def _validation_message(exc: ValidationError) -> str:
+    """The first errors, without the input values (which can be anything the publisher sent)."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False)[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}"[:300])
+    return "; ".join(parts)
+
+
+class _Dead(Exception):
+    """The event can never apply."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _Parsed:
+    __slots__ = ("event", "kind", "publisher")
+
+    def __init__(self, publisher: str, kind: str, event: Event) -> None:
+        self.publisher = publisher
+        self.kind = kind
+        self.event = event
+
+
 class EventConsumer:
     def __init__(self, ctx: HubContext, nc: NATS, batch: int = 32) -> None:
         self.ctx = ctx
+        self.settings = ctx.settings
         self.nc = nc
         self.js = nc.jetstream()
         self.batch = batch
         self._task: asyncio.Task[None] | None = None
         self._handled = asyncio.Condition()
-        self.outcomes: list[tuple[str, str]] = []
-        """(event_id, 'applied' | 'duplicate' | 'dead') for each delivery this process settled."""
+        self.outcomes: deque[tuple[str | None, str, Outcome]] = deque(maxlen=MAX_OUTCOMES)
+        """(publisher, event_id or subject, outcome) of the latest deliveries this process settled."""
 
     async def start(self) -> None:
-        await ensure_streams(self.js)
-        self._sub = await self.js.pull_subscribe(
-            f"{EVENT_ROOT}.>",
-            durable=HUB_EVENTS_CONSUMER,
-            stream=EVENTS_STREAM,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL, ack_wait=30, max_deliver=-1
-            ),
+        await ensure_streams(self.js, self.settings)
+        config = consumer_config(self.settings)
+        try:  # create, or bring an existing durable consumer to this configuration
+            await self.js.add_consumer(EVENTS_STREAM, config=config)
+        except nats.js.errors.Error as exc:
+            log.warning("event consumer %s keeps its configuration: %s", HUB_EVENTS_CONSUMER, exc)
+        self._sub = await self.js.pull_subscribe_bind(
+            durable=HUB_EVENTS_CONSUMER, stream=EVENTS_STREAM, pending_bytes_limit=64 << 20
         )
         self._task = asyncio.create_task(self._run(), name="recall-event-consumer")
 
@@ -86,88 +223,188 @@ class EventConsumer:
         with suppress(Exception):
             await self._sub.unsubscribe()
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     async def _run(self) -> None:
+        keepalive = (self.settings.event_apply_timeout_s + 10.0) / 3
         while True:
             try:
                 messages = await self._sub.fetch(self.batch, timeout=1.0)
             except (nats.errors.TimeoutError, TimeoutError):
                 continue  # nothing to do for a second
-            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError):
-                await asyncio.sleep(RETRY_DELAY_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not isinstance(exc, nats.errors.ConnectionClosedError | nats.errors.ConnectionReconnectingError):
+                    log.exception("event fetch failed")
+                await asyncio.sleep(self.settings.event_retry_delay_s)
                 continue
-            except Exception:
-                log.exception("event fetch failed")
-                await asyncio.sleep(RETRY_DELAY_S)
-                continue
+            fetched = time.monotonic()
             for msg in messages:
-                await self.handle(msg)
+                if time.monotonic() - fetched > keepalive:
+                    await self._settle(msg.in_progress(), msg, "in_progress")  # the rest of a slow batch
+                try:
+                    await self.handle(msg)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # handle settles every message itself; this is the last guard
+                    log.exception("event %.200s: unexpected failure in handling; terminated", msg.subject)
+                    await self._settle(msg.term(), msg, "term")
+
+    # --- one delivery ------------------------------------------------------------------------
 
     async def handle(self, msg: Msg) -> None:
-        publisher: str | None = None
-        event_id = ""
+        """Settle one delivery (ack, nak with delay, or dead-letter and term); never raises."""
+        data: bytes = msg.data or b""
+        parts = msg.subject.split(".")
+        publisher: str | None = parts[3][:64] if len(parts) > 3 else None  # as the subject says, for the letter
+        event_id: str | None = None
         try:
-            publisher = event_publisher_of(msg.subject)
-            event = EVENT_ADAPTER.validate_json(msg.data)
-            event_id = event.event_id
-            kind = msg.subject.split(".", 4)[4]
-            if kind != event.kind:
-                raise ValueError(f"subject says {kind!r} but the payload is {event.kind!r}")
-            if await self.ctx.redis.exists(self.ctx.keys.applied_event(publisher, event_id)):
-                await msg.ack()
-                await self._mark(event_id, "duplicate")
-                return
-            await apply_event(self.ctx, publisher, event)
-            await self.ctx.redis.set(
-                self.ctx.keys.applied_event(publisher, event_id), 1, ex=self.ctx.settings.applied_event_ttl_s
-            )
-        except Unavailable as exc:
-            deliveries = msg.metadata.num_delivered or 1
-            if deliveries < MAX_DELIVERIES:
-                log.warning("event %s deferred (%s), delivery %d", msg.subject, exc, deliveries)
-                await msg.nak(delay=RETRY_DELAY_S * deliveries)
-                return
-            await self._dead(msg, publisher, event_id, exc.code.value, f"still unavailable after {deliveries}: {exc}")
+            parsed = self._parse(msg, data)
+            publisher, event_id = parsed.publisher, parsed.event.event_id
+            outcome = await self._apply(parsed)
+        except _Dead as dead:
+            await self._dead(msg, data, publisher, event_id, dead.code, dead.reason)
+            return
+        except _STORE_DOWN as exc:
+            reason = "applying took too long" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            await self._retry_or_dead(msg, data, publisher, event_id, reason)
             return
         except RecallError as exc:
-            await self._dead(msg, publisher, event_id, exc.code.value, exc.message)
+            await self._dead(msg, data, publisher, event_id, exc.code.value, exc.message)
             return
-        except (ValidationError, ValueError) as exc:
-            await self._dead(msg, publisher, event_id, "invalid", str(exc)[:2000])
+        except ValidationError as exc:  # a model a handler builds from the event
+            await self._dead(msg, data, publisher, event_id, "invalid", _validation_message(exc))
+            return
+        except ValueError as exc:
+            await self._dead(msg, data, publisher, event_id, "invalid", str(exc)[:MAX_REASON])
             return
         except Exception as exc:
-            log.exception("event %s failed", msg.subject)
-            await self._dead(msg, publisher, event_id, "internal", repr(exc)[:2000])
+            log.exception("event %.200s failed", msg.subject)
+            await self._dead(msg, data, publisher, event_id, "internal", repr(exc)[:MAX_REASON])
             return
-        await msg.ack()
-        await self._mark(event_id, "applied")
+        if await self._settle(msg.ack(), msg, "ack"):
+            await self._mark(publisher, event_id, outcome)
 
-    async def _dead(self, msg: Msg, publisher: str | None, event_id: str, code: str, reason: str) -> None:
+    def _parse(self, msg: Msg, data: bytes) -> _Parsed:
+        if len(data) > self.settings.event_max_bytes:
+            raise _Dead("too_large", f"{len(data)} bytes exceed the limit of {self.settings.event_max_bytes}")
         parts = msg.subject.split(".")
-        kind = "_".join(parts[4:]) if len(parts) > 4 else "unknown"
-        letter = DeadLetter(
-            subject=msg.subject,
-            publisher=publisher,
-            reason=reason,
-            code=code,
-            payload=msg.data.decode("utf-8", errors="replace"),
-            at=from_ms(now_ms()),
-        )
-        log.warning("event %s dead-lettered: %s (%s)", msg.subject, reason, code)
-        await self.js.publish(dead_letter_subject(kind), letter.model_dump_json().encode())
-        await msg.term()
-        await self._mark(event_id or msg.subject, "dead")
+        if len(parts) < 6 or ".".join(parts[:3]) != EVENT_ROOT:
+            raise _Dead("invalid", "not an event subject")
+        publisher, kind = parts[3], ".".join(parts[4:])
+        if not _IDENTITY.fullmatch(publisher):
+            raise _Dead("forbidden", "the subject's publisher is not an identity that may publish events")
+        if kind not in EVENT_KINDS:
+            raise _Dead("invalid", f"unknown event kind {kind[:100]!r}")
+        claimed = _IDENTITY.fullmatch(((msg.headers or {}).get("Nats-Msg-Id") or "").split(":", 1)[0])
+        if claimed is not None and claimed.group() != publisher:
+            # Only good for colliding with that identity's messages (the stream deduplicates ids
+            # stream-wide); the client sends no id, so this can only be an attempt: on record.
+            raise _Dead("forbidden", f"Nats-Msg-Id names another identity ({claimed.group()}), not {publisher}")
+        try:
+            event = EVENT_ADAPTER.validate_json(data)
+        except ValidationError as exc:
+            raise _Dead("invalid", _validation_message(exc)) from None
+        if event.kind != kind:
+            raise _Dead("invalid", f"subject says {kind!r} but the payload is {event.kind!r}")
+        return _Parsed(publisher, kind, event)
 
-    async def _mark(self, event_id: str, outcome: str) -> None:
+    async def _apply(self, parsed: _Parsed) -> Outcome:
+        ctx = self.ctx
+        key = ctx.keys.applied_event(parsed.publisher, parsed.event.event_id)
+        # Claim the event id for the time one attempt may take (below the consumer's ack_wait): a
+        # copy delivered to another hub meanwhile is a duplicate. A crashed attempt's claim expires
+        # before the server delivers the event again.
+        claim_s = int(self.settings.event_apply_timeout_s) + 2
+        if not await ctx.redis.set(key, CLAIMED, nx=True, ex=claim_s):
+            return "duplicate"  # applied already, or being applied by another copy
+        try:
+            async with asyncio.timeout(self.settings.event_apply_timeout_s):
+                await apply_event(ctx, parsed.publisher, parsed.event)
+        except BaseException:
+            with suppress(Exception):
+                await ctx.redis.delete(key)
+            raise
+        await ctx.redis.set(key, APPLIED, ex=self.settings.applied_event_ttl_s)
+        return "applied"
+
+    def _deliveries(self, msg: Msg) -> int:
+        try:
+            return int(msg.metadata.num_delivered or 1)
+        except Exception:
+            return 1
+
+    async def _retry_or_dead(
+        self, msg: Msg, data: bytes, publisher: str | None, event_id: str | None, reason: str
+    ) -> None:
+        deliveries = self._deliveries(msg)
+        if deliveries < self.settings.event_max_deliveries:
+            log.warning("event %.200s deferred (%s), delivery %d", msg.subject, reason[:300], deliveries)
+            if await self._settle(msg.nak(delay=self.settings.event_retry_delay_s * deliveries), msg, "nak"):
+                await self._mark(publisher, event_id or msg.subject, "retry")
+            return
+        await self._dead(msg, data, publisher, event_id, "unavailable", f"still failing after {deliveries}: {reason}")
+
+    async def _dead(
+        self, msg: Msg, data: bytes, publisher: str | None, event_id: str | None, code: str, reason: str
+    ) -> None:
+        deliveries = self._deliveries(msg)
+        kind = ".".join(msg.subject.split(".")[4:])
+        letter = dead_letter(
+            msg.subject, data, publisher=publisher, event_id=event_id, code=code, reason=reason,
+            deliveries=deliveries, excerpt_bytes=self.settings.dead_letter_excerpt_bytes,
+        )
+        body = letter.model_dump_json().encode()
+        log.warning("event %.200s dead-lettered: %.300s (%s)", msg.subject, letter.reason, code)
+        headers = None
+        with suppress(Exception):
+            headers = {"Nats-Msg-Id": f"dead:{msg.metadata.sequence.stream}"}
+        try:
+            await self.js.publish(
+                dead_letter_subject(kind.replace(".", "_") if kind in EVENT_KINDS else "unknown"),
+                body, headers=headers,
+            )
+        except Exception as exc:
+            if deliveries < self.settings.event_max_deliveries:
+                log.warning("dead letter for %.200s not recorded (%s); the event is retried", msg.subject, exc)
+                if await self._settle(msg.nak(delay=self.settings.event_retry_delay_s * deliveries), msg, "nak"):
+                    await self._mark(publisher, event_id or msg.subject, "retry")
+                return
+            log.error("dead letter for %.200s lost (%s); the event is terminated: %s", msg.subject, exc, body[:4096])
+        if await self._settle(msg.term(), msg, "term"):
+            await self._mark(publisher, event_id or msg.subject, "dead")
+
+    async def _settle(self, action: Awaitable[None], msg: Msg, what: str) -> bool:
+        """Send an ack/nak/term; when it cannot be sent, the server redelivers after ack_wait."""
+        try:
+            await action
+        except Exception as exc:
+            log.warning("could not %s event %.200s: %s", what, msg.subject, exc)
+            return False
+        return True
+
+    # --- observation -------------------------------------------------------------------------
+
+    async def _mark(self, publisher: str | None, event_id: str | None, outcome: Outcome) -> None:
         async with self._handled:
-            self.outcomes.append((event_id, outcome))
+            self.outcomes.append((publisher, event_id or "", outcome))
             self._handled.notify_all()
 
-    async def wait_for(self, event_id: str, deliveries: int = 1, within: float = 10.0) -> list[str]:
-        """The outcomes of the first ``deliveries`` settlements of an event by this process."""
+    async def wait_for(
+        self, event_id: str, deliveries: int = 1, within: float = 10.0, publisher: str | None = None
+    ) -> list[str]:
+        """The outcomes of the first ``deliveries`` settlements of an event by this process (of
+        ``publisher``'s event, when given; dead events without an event id go by their subject)."""
 
         def settled() -> list[str]:
-            return [outcome for eid, outcome in self.outcomes if eid == event_id]
+            return [
+                outcome for who, eid, outcome in self.outcomes
+                if eid == event_id and (publisher is None or who == publisher)
+            ]
 
         async with asyncio.timeout(within), self._handled:
             await self._handled.wait_for(lambda: len(settled()) >= deliveries)
-        return settled()
+        return settled()[:deliveries]
