@@ -13,6 +13,7 @@ from recall_hub.store.audit import AuditLog
 from recall_hub.store.feed import ChangeFeed
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
+from recall_hub.store.kv import KVStore
 from recall_hub.store.vectors import VectorStore
 
 
@@ -25,6 +26,7 @@ class HubContext:
     vectors: VectorStore
     feed: ChangeFeed
     audit: AuditLog
+    kv: KVStore
     keys: Keys
 
     @classmethod
@@ -44,7 +46,11 @@ class HubContext:
             embedder=embedder,
             vectors=vectors,
             feed=ChangeFeed(redis, graph, keys),
-            audit=AuditLog(redis, keys),
+            audit=AuditLog(
+                redis, keys, settings.audit_maxlen, graph=graph,
+                bead_maxlen=settings.audit_bead_maxlen, bead_ttl_s=settings.audit_bead_ttl_s,
+            ),
+            kv=KVStore(redis, keys),
             keys=keys,
         )
 

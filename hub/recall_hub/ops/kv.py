@@ -1,5 +1,10 @@
-"""Simple key-value memory per AI id (Redis), recall over it and beads together, and promotion of
-a key-value memory to a bead."""
+"""Simple key-value memory per AI id, recall over it and beads together, and promotion of a
+key-value memory to a bead. The Redis side is ``store/kv.py``.
+
+Bounded per identity: at most ``kv_max_keys`` keys and ``kv_max_bytes`` bytes (keys + stored
+values and metadata); a write past either is refused with ``too_large`` and changes nothing, while
+updating an existing key within the limits always works. ``unified_recall`` looks at the keys the
+query names exactly plus at most ``kv_recall_scan_max`` entries (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import hashlib
 import json
 import re
 
-from recall_schemas import CreateBead, MemoryBead, NotFound, SearchBeads
+from recall_schemas import CreateBead, MemoryBead, NotFound, PayloadTooLarge, SearchBeads
 from recall_schemas.coordination import KVEntry, Learn, PromoteToBead, Recall, UnifiedRecall, UnifiedRecallResult
 
 from recall_hub.context import HubContext
@@ -16,6 +21,10 @@ from recall_hub.retrieval.search import search_beads
 from recall_hub.timeutil import from_ms, now_ms
 
 _WORD = re.compile(r"\w+")
+MAX_QUERY_KEYS = 64
+"""Words of a query also tried as exact keys."""
+MAX_SCAN_BYTES = 1 << 20
+"""unified_recall also stops examining entries once their stored values reach this many bytes."""
 
 
 def _entry(key: str, raw: bytes | str) -> KVEntry:
@@ -25,13 +34,25 @@ def _entry(key: str, raw: bytes | str) -> KVEntry:
 
 async def learn(ctx: HubContext, caller: str, req: Learn) -> KVEntry:
     now = now_ms()
-    record = {"value": req.value, "metadata": req.metadata, "updated_at": now}
-    await ctx.redis.hset(ctx.keys.kv(caller), req.key, json.dumps(record))
+    record = json.dumps({"value": req.value, "metadata": req.metadata, "updated_at": now})
+    settings = ctx.settings
+    result = await ctx.kv.put(caller, req.key, record, max_keys=settings.kv_max_keys, max_bytes=settings.kv_max_bytes)
+    if result.refused == "keys":
+        raise PayloadTooLarge(
+            f"key-value memory is full: {result.usage.keys} keys, the limit is {settings.kv_max_keys}; "
+            "update an existing key instead",
+            {"limit": "kv_max_keys", "max": settings.kv_max_keys, "keys": result.usage.keys},
+        )
+    if result.refused == "bytes":
+        raise PayloadTooLarge(
+            f"key-value memory is full: {result.usage.bytes} bytes stored, the limit is {settings.kv_max_bytes}",
+            {"limit": "kv_max_bytes", "max": settings.kv_max_bytes, "bytes": result.usage.bytes},
+        )
     return KVEntry(key=req.key, value=req.value, metadata=req.metadata, updated_at=from_ms(now))
 
 
 async def recall(ctx: HubContext, caller: str, req: Recall) -> KVEntry:
-    raw = await ctx.redis.hget(ctx.keys.kv(caller), req.key)
+    raw = await ctx.kv.get(caller, req.key)
     if raw is None:
         raise NotFound(f"nothing learnt under {req.key!r}")
     entry = _entry(req.key, raw)
@@ -42,18 +63,29 @@ async def recall(ctx: HubContext, caller: str, req: Recall) -> KVEntry:
 
 async def unified_recall(ctx: HubContext, caller: str, req: UnifiedRecall) -> UnifiedRecallResult:
     """Key-value memories whose key or value shares a word with the query (most shared first),
-    and the beads that search_beads finds for it."""
-    words = {w.lower() for w in _WORD.findall(req.query)}
-    scored: list[tuple[int, KVEntry]] = []
-    async for key, raw in ctx.redis.hscan_iter(ctx.keys.kv(caller)):
-        entry = _entry(key.decode() if isinstance(key, bytes) else key, raw)
-        text = f"{entry.key} {entry.value}".lower()
+    and the beads that search_beads finds for it.
+
+    Bounded: the query itself and its first words are looked up as exact keys, then at most
+    ``kv_recall_scan_max`` entries (and at most MAX_SCAN_BYTES of them) are examined — all of them
+    for an identity with fewer."""
+    tokens = _WORD.findall(req.query)
+    words = {w.lower() for w in tokens}
+    query = req.query.lower()
+    exact = await ctx.kv.get_many(caller, [req.query, *list(dict.fromkeys(tokens))[:MAX_QUERY_KEYS]])
+    candidates = dict(await ctx.kv.scan(caller, ctx.settings.kv_recall_scan_max, MAX_SCAN_BYTES))
+    candidates.update(exact)
+    scored: list[tuple[int, str, bytes]] = []
+    for key, raw in candidates.items():
+        value = json.loads(raw)["value"]
+        text = f"{key} {value}".lower()
+        if not (query in text or any(w in text for w in words)):
+            continue  # shares no word for certain: not tokenised
         shared = len(words & {w.lower() for w in _WORD.findall(text)})
-        if shared or req.query.lower() in text:
-            scored.append((shared, entry))
-    scored.sort(key=lambda item: (-item[0], item[1].key))
+        if shared or query in text:
+            scored.append((shared, key, raw))
+    scored.sort(key=lambda item: (-item[0], item[1]))
     beads = await search_beads(ctx, caller, SearchBeads(query=req.query, limit=req.limit, filters=req.filters))
-    return UnifiedRecallResult(entries=[e for _, e in scored[: req.limit]], beads=beads)
+    return UnifiedRecallResult(entries=[_entry(key, raw) for _, key, raw in scored[: req.limit]], beads=beads)
 
 
 async def promote_to_bead(ctx: HubContext, caller: str, req: PromoteToBead) -> MemoryBead:

@@ -1,5 +1,12 @@
 """Audit: every request is recorded per AI id and per bead it touched — who, what, when, and
-whether it was allowed (with the error code when not). Kept in Redis streams, newest last."""
+whether it was allowed (with the error code when not). Kept in Redis streams, newest last.
+
+Bounded (docs/operations.md): each identity's stream keeps ``audit_maxlen`` entries; each bead's
+stream keeps ``audit_bead_maxlen`` and expires ``audit_bead_ttl_s`` after its last entry. A bead's
+stream exists only for a bead that exists: an entry goes to a bead's stream when that stream
+already exists (one round trip, ``XADD NOMKSTREAM``) or, for its first entry, when the graph holds
+the bead. Ids that name nothing — any number of them, in any request, allowed or refused — are kept
+only in the caller's own entry, so they create no key."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.timeutil import from_ms, now_ms
 
@@ -59,22 +67,59 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
 
 
 class AuditLog:
-    def __init__(self, redis: Redis, keys: Keys, maxlen: int = 100_000) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        maxlen: int = 100_000,
+        *,
+        graph: GraphStore | None = None,
+        bead_maxlen: int = 1_000,
+        bead_ttl_s: int = 90 * 86_400,
+    ) -> None:
+        """``graph`` tells which beads exist; without it (a reader such as ``recall audit``) no
+        bead's stream is ever started."""
         self.redis = redis
         self.keys = keys
         self.maxlen = maxlen
+        self.graph = graph
+        self.bead_maxlen = bead_maxlen
+        self.bead_ttl_s = bead_ttl_s
 
     async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
-        ids = list(bead_ids)
+        ids = list(dict.fromkeys(bead_ids))[:MAX_IDS]
         fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.xadd(self.keys.audit_ai(ai_id), fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
             for bead_id in ids:
-                pipe.xadd(self.keys.audit_bead(bead_id), fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-            await pipe.execute()
+                self._append(pipe, bead_id, fields, start=False)
+            results = await pipe.execute()
+            # XADD NOMKSTREAM answers None where the bead has no stream yet: its first entry, or no bead.
+            new = [bead_id for bead_id, added in zip(ids, results[1::2], strict=True) if added is None]
+            if new:
+                existing = await self._existing(new)
+                if existing:
+                    pipe = self.redis.pipeline(transaction=False)
+                    for bead_id in existing:
+                        self._append(pipe, bead_id, fields, start=True)
+                    await pipe.execute()
         except Exception:
             log.exception("audit record lost for %s %s", ai_id, op)
+
+    def _append(self, pipe: Any, bead_id: str, fields: dict[str, Any], *, start: bool) -> None:
+        key = self.keys.audit_bead(bead_id)
+        pipe.xadd(key, fields, maxlen=self.bead_maxlen, approximate=True, nomkstream=not start)
+        pipe.expire(key, self.bead_ttl_s)  # a no-op where XADD NOMKSTREAM added nothing
+
+    async def _existing(self, bead_ids: list[str]) -> list[str]:
+        if self.graph is None:
+            return []
+        rows = await self.graph.ro_query(
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN b.bead_id", {"ids": bead_ids}
+        )
+        found = {row[0] for row in rows}
+        return [bead_id for bead_id in bead_ids if bead_id in found]
 
     async def entries(
         self, *, ai_id: str | None = None, bead_id: str | None = None, limit: int = 100
