@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import contextlib
 import json
 import logging
+import random
 import re
+import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -17,13 +20,15 @@ from typing import Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
-from nats.errors import NoRespondersError
+from nats.aio.msg import Msg
+from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     AddMember,
     AddRelationship,
     BeadList,
+    Conflict,
     ContextBlock,
     CreateBead,
     CreateGroup,
@@ -48,6 +53,7 @@ from recall_schemas import (
     ListGroups,
     ListMembers,
     MemoryBead,
+    PayloadTooLarge,
     RankByImportance,
     RecallTimeout,
     Relationship,
@@ -66,6 +72,7 @@ from recall_schemas import (
 )
 from recall_schemas import coordination as c
 from recall_schemas.ids import AI_ID_PATTERN
+from recall_schemas.requests import DEADLINE_HEADER
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
 
 from .events import EventPublisher
@@ -91,6 +98,63 @@ def creds_identity(path: str) -> str:
     except ValueError as exc:
         raise InvalidRequest(f"{path}: its JWT cannot be read") from exc
     return str(claims.get("name", "")) if isinstance(claims, dict) else ""
+
+
+class _InFlight:
+    """How many requests, and payload bytes, one client has on the bus at once.
+
+    A burst beyond it waits here, first come first served, instead of being pushed onto the bus at once: a
+    few hundred large requests sent together reach the hub's connection faster than it can read them, and
+    a NATS server disconnects a reader that falls 64 MB behind (a slow consumer), for every client. A
+    request waits at most the client's timeout and is then not sent at all. One request is always let
+    through when nothing else is in flight, whatever its size.
+    """
+
+    def __init__(self, max_requests: int, max_bytes: int) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.requests = 0
+        self.bytes = 0
+        self._waiting: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    def _fits(self, size: int) -> bool:
+        return self.requests == 0 or (self.requests < self.max_requests and self.bytes + size <= self.max_bytes)
+
+    def _take(self, size: int) -> None:
+        self.requests += 1
+        self.bytes += size
+
+    async def acquire(self, size: int, patience: float) -> None:
+        """Room for a request of ``size`` bytes; :class:`TimeoutError` if none came within ``patience`` s."""
+        if not self._waiting and self._fits(size):
+            self._take(size)
+            return
+        entry = (size, asyncio.get_running_loop().create_future())
+        self._waiting.append(entry)
+        try:
+            async with asyncio.timeout(patience):
+                await entry[1]
+        except BaseException:
+            if entry[1].done() and not entry[1].cancelled():
+                self.release(size)  # granted just as we gave up
+            else:
+                entry[1].cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(entry)
+                self._wake()  # a large request that gave up may have held back smaller ones
+            raise
+
+    def release(self, size: int) -> None:
+        self.requests -= 1
+        self.bytes -= size
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiting and self._fits(self._waiting[0][0]):
+            size, future = self._waiting.popleft()
+            if not future.done():
+                self._take(size)
+                future.set_result(None)
 
 
 def _build(model: type[M], **fields: Any) -> M:
@@ -123,13 +187,18 @@ class RecallClient:
         retries: int = 2,
         connect_timeout: float = 10.0,
         nc: NATS | None = None,
+        max_in_flight: int = 64,
+        max_in_flight_bytes: int = 4 << 20,
     ) -> None:
         if not re.fullmatch(AI_ID_PATTERN, ai_id):
             raise InvalidRequest(f"{ai_id!r} is not an AI id (o_… or a_…)")
+        if max_in_flight < 1 or max_in_flight_bytes < 1:
+            raise InvalidRequest("max_in_flight and max_in_flight_bytes must be at least 1")
         self.ai_id = ai_id
         self.nats_url = nats_url
         self.timeout = timeout
         self.retries = retries
+        self._in_flight = _InFlight(max_in_flight, max_in_flight_bytes)
         self.connect_timeout = connect_timeout
         self._creds = creds
         self._user = user
@@ -214,19 +283,16 @@ class RecallClient:
         """Send one request and decode its reply; hub errors are raised as their typed exception."""
         subject = request_subject(self.ai_id, op)
         payload = request.model_dump_json(exclude_unset=True).encode()
-        delay = 0.1
-        for attempt in range(self.retries + 1):
-            try:
-                msg = await self.nc.request(subject, payload, timeout=self.timeout)
-                break
-            except (NatsTimeout, NoRespondersError) as exc:
-                if attempt == self.retries:
-                    if isinstance(exc, NoRespondersError):
-                        raise Unavailable(f"no hub is serving {op}") from exc
-                    raise RecallTimeout(f"{op}: no reply within {self.timeout}s") from exc
-                log.debug("%s: %s, retry %d", op, type(exc).__name__, attempt + 1)
-                await asyncio.sleep(delay)
-                delay *= 2
+        try:
+            await self._in_flight.acquire(len(payload), self.timeout)
+        except TimeoutError:
+            raise RecallTimeout(
+                f"{op}: this client's requests in flight left no room within {self.timeout}s; nothing was sent"
+            ) from None
+        try:
+            msg = await self._send(op, subject, payload)
+        finally:
+            self._in_flight.release(len(payload))
         if msg.headers and ERROR_CODE_HEADER in msg.headers:
             try:
                 error = ErrorReply.model_validate_json(msg.data)
@@ -236,6 +302,29 @@ class RecallClient:
                 ) from None
             raise error_from_reply(error)
         return reply_type.model_validate_json(msg.data)
+
+    async def _send(self, op: str, subject: str, payload: bytes) -> Msg:
+        """The reply to one request, with ``retries`` further attempts after timeouts or no responders."""
+        delay = 0.1
+        for attempt in range(self.retries + 1):
+            # The hub skips a request still waiting for a slot when this attempt has given up on it.
+            headers = {DEADLINE_HEADER: str(time.time_ns() // 1_000_000 + int(self.timeout * 1000))}
+            try:
+                msg = await self.nc.request(subject, payload, timeout=self.timeout, headers=headers)
+                break
+            except MaxPayloadError as exc:
+                raise PayloadTooLarge(
+                    f"{op}: a request of {len(payload)} bytes exceeds the bus's max payload ({self.nc.max_payload})"
+                ) from exc
+            except (NatsTimeout, NoRespondersError) as exc:
+                if attempt == self.retries:
+                    if isinstance(exc, NoRespondersError):
+                        raise Unavailable(f"no hub is serving {op}") from exc
+                    raise RecallTimeout(f"{op}: no reply within {self.timeout}s") from exc
+                log.debug("%s: %s, retry %d", op, type(exc).__name__, attempt + 1)
+                await asyncio.sleep(delay)
+                delay *= 2
+        return msg
 
     # --- beads ----------------------------------------------------------------------------------
 
@@ -248,12 +337,30 @@ class RecallClient:
     async def get_bead(self, bead_id: str) -> MemoryBead:
         return await self.call("get_bead", _build(GetBead, bead_id=bead_id), MemoryBead)
 
-    async def update_bead(self, bead_id: str, **updates: Any) -> MemoryBead:
-        """Change fields (any of :class:`BeadUpdates`); others stay as they are."""
-        return await self.call("update_bead", _build(UpdateBead, bead_id=bead_id, updates=updates), MemoryBead)
+    async def update_bead(self, bead_id: str, *, if_version: int | None = None, **updates: Any) -> MemoryBead:
+        """Change fields (any of :class:`BeadUpdates`); others stay as they are. With ``if_version``
+        the change applies only if the bead is still at that version, else :class:`Conflict`."""
+        request = _build(UpdateBead, bead_id=bead_id, updates=updates, if_version=if_version)
+        return await self.call("update_bead", request, MemoryBead)
 
-    async def delete_bead(self, bead_id: str) -> Deleted:
-        return await self.call("delete_bead", _build(DeleteBead, bead_id=bead_id), Deleted)
+    async def modify_bead(
+        self, bead_id: str, change: Callable[[MemoryBead], dict[str, Any]], attempts: int = 20
+    ) -> MemoryBead:
+        """Read-modify-write without losing concurrent changes: read the bead, ask ``change`` for the
+        fields to set (e.g. ``lambda b: {"tags": [*b.tags, "seen"]}``), write them if nobody changed
+        the bead meanwhile, and start over from a fresh read if somebody did."""
+        for attempt in range(attempts):
+            bead = await self.get_bead(bead_id)
+            try:
+                return await self.update_bead(bead_id, if_version=bead.version, **change(bead))
+            except Conflict:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.005 * (attempt + 1)))  # back off, then read again
+        raise AssertionError("unreachable")
+
+    async def delete_bead(self, bead_id: str, *, if_version: int | None = None) -> Deleted:
+        return await self.call("delete_bead", _build(DeleteBead, bead_id=bead_id, if_version=if_version), Deleted)
 
     # --- search and listing ---------------------------------------------------------------------
 

@@ -23,6 +23,33 @@ class HubSettings(BaseSettings):
     )
     max_payload_bytes: int = Field(default=512 * 1024, description="Requests larger than this are refused")
     max_concurrency: int = Field(default=64, description="Requests handled at once by one hub process")
+    # --- fairness between identities (per hub process; docs/protocol.md "Limits and deadlines") ---
+    caller_max_running: int = Field(
+        default=4, ge=1,
+        description="Requests of one identity a hub process runs at once; its others wait their turn in line",
+    )
+    caller_max_requests: int = Field(
+        default=256, ge=1,
+        description="Requests of one identity a hub process holds (running or waiting); more: `unavailable` (busy)",
+    )
+    caller_max_bytes: int = Field(
+        default=8 << 20, ge=1,
+        description="Payload bytes of the requests one identity has in a hub process; more: `unavailable` (busy). "
+        "A request is always admitted when its caller has nothing else in progress",
+    )
+    deadline_grace_ms: int = Field(
+        default=250, ge=0,
+        description="How far a caller's clock may lag the hub's: a request is skipped once its Recall-Deadline "
+        "plus this has passed",
+    )
+    endpoint_pending_msgs: int = Field(
+        default=4096, ge=16,
+        description="Requests one endpoint's subscription buffers before the hub drops (NATS slow consumer)",
+    )
+    endpoint_pending_bytes: int = Field(
+        default=32 << 20, ge=1 << 20,
+        description="Bytes one endpoint's subscription buffers before the hub drops (NATS slow consumer)",
+    )
     auth_required: bool = Field(default=False, description="False only in the embedded dev mode")
     embedder: EmbedderConfig = Field(
         default_factory=EmbedderConfig, description="RECALL_EMBEDDER__KIND=local|openai|hash, …"
@@ -34,6 +61,12 @@ class HubSettings(BaseSettings):
     applied_event_ttl_s: int = Field(
         default=7 * 86_400, ge=60,
         description="How long an applied event id is remembered (longer than the events stream keeps events)",
+    )
+    outbox_interval_s: float = Field(
+        default=5.0, gt=0, description="How often a hub sweeps the outbox for work a crash or a failure left"
+    )
+    outbox_grace_ms: int = Field(
+        default=2000, ge=0, description="A sweep leaves entries younger than this to the request settling them"
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
     # --- retention: nothing grows without bound (docs/operations.md) ---

@@ -9,11 +9,18 @@ from redis.asyncio import Redis
 from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
+from recall_hub.store.agents import AgentStore
 from recall_hub.store.audit import AuditLog
+from recall_hub.store.beads import BeadStore
 from recall_hub.store.feed import ChangeFeed
 from recall_hub.store.graph import GraphStore
+from recall_hub.store.groups import GroupStore
+from recall_hub.store.handoffs import HandoffStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.kv import KVStore
+from recall_hub.store.outbox import OutboxStore
+from recall_hub.store.relationships import RelationshipStore
+from recall_hub.store.sessions import SessionStore
 from recall_hub.store.vectors import VectorStore
 
 
@@ -28,6 +35,13 @@ class HubContext:
     audit: AuditLog
     kv: KVStore
     keys: Keys
+    beads: BeadStore
+    outbox: OutboxStore
+    relationships: RelationshipStore
+    groups: GroupStore
+    sessions: SessionStore
+    agents: AgentStore
+    handoffs: HandoffStore
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -52,6 +66,13 @@ class HubContext:
             ),
             kv=KVStore(redis, keys),
             keys=keys,
+            beads=BeadStore(graph),
+            outbox=OutboxStore(graph, redis, keys),
+            relationships=RelationshipStore(graph),
+            groups=GroupStore(graph),
+            sessions=SessionStore(graph),
+            agents=AgentStore(graph),
+            handoffs=HandoffStore(graph),
         )
 
     async def aclose(self) -> None:

@@ -48,6 +48,9 @@ class MemoryBead(WireModel):
     corroborated_by: list[AiId] = Field(
         default_factory=list, description="Other identities who wrote the same memory (merged duplicates)"
     )
+    version: int = Field(
+        default=1, ge=1, description="1 when created, +1 on every change; pass it as if_version to update safely"
+    )
 
 
 class RelationshipProperties(WireModel):

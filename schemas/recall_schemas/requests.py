@@ -28,6 +28,9 @@ from .models import (
 )
 
 Limit = Annotated[int, Field(ge=1, le=500)]
+DEADLINE_HEADER = "Recall-Deadline"
+"""Request header: when the caller stops waiting, as absolute Unix epoch milliseconds (the client sends
+its send time + timeout). The hub skips a request whose deadline passed before it could start it."""
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
@@ -81,13 +84,22 @@ class BeadUpdates(WireModel):
     group_id: GroupId | None = None
 
 
+Version = Annotated[int, Field(ge=1)]
+
+
 class UpdateBead(WireModel):
     bead_id: BeadId
     updates: BeadUpdates
+    if_version: Version | None = Field(
+        default=None, description="Apply only if the bead's version is still this one; otherwise 'conflict'"
+    )
 
 
 class DeleteBead(WireModel):
     bead_id: BeadId
+    if_version: Version | None = Field(
+        default=None, description="Delete only if the bead's version is still this one; otherwise 'conflict'"
+    )
 
 
 class Deleted(WireModel):

@@ -1,4 +1,9 @@
-"""Bead lifecycle: create, get, update, delete."""
+"""Bead lifecycle: create, get, update, delete.
+
+Each write is one atomic store query that checks the caller's rights, changes the bead and records
+its after-commit work in the outbox; the hub then settles that work before replying
+(:func:`recall_hub.ops.after_commit.settle`), and the outbox sweep finishes it if the hub dies first.
+"""
 
 from __future__ import annotations
 
@@ -17,20 +22,19 @@ from recall_schemas import (
     MemoryBead,
     NotFound,
     UpdateBead,
-    Visibility,
     new_id,
 )
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops import autolinks
+from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.ops.groups import role_in
-from recall_hub.ops.indexing import bead_text, embed_texts, index_beads, refresh_attributes, unindex
-from recall_hub.store.records import bead_from_node, content_hash
-from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
+from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
+
+TEXT_FIELDS = {"title", "content"}
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:
@@ -42,13 +46,13 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     """Store a bead as one atomic query.
 
     The same query checks group membership and session ownership and merges on the idempotency
-    key, so a retried create returns the first bead and a refused one writes nothing.
+    key, so a retried create returns the first bead (finishing its after-commit work if a crash
+    interrupted it) and a refused one writes nothing.
     """
     _check_metadata(req.metadata)
     now = now_ms()
-    bead_id = new_id("b")
     props = {
-        "bead_id": bead_id,
+        "bead_id": new_id("b"),
         "title": req.title,
         "content": req.content,
         "content_hash": content_hash(req.content or req.title),
@@ -67,73 +71,30 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         "status": "active",
         "provenance": req.provenance.value,
         "corroborated_by": [],
+        "version": 1,
     }
-    idem = f"{caller}:{req.idempotency_key or bead_id}"
-    cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
-    if req.group_id is not None:
-        cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
-    if req.session_id is not None:
-        cypher += (
-            "MERGE (s:Session {session_id: $session_id}) "
-            "ON CREATE SET s.owner = $caller, s.created_at = $now, s.group_id = $group_id "
-            "WITH me, s WHERE s.owner = $caller "
-        )
-    cypher += "MERGE (b:Bead {idem: $idem}) ON CREATE SET b += $props RETURN b"
-    rows = await ctx.graph.query(
-        cypher,
-        {
-            "caller": caller,
-            "group_id": req.group_id,
-            "session_id": req.session_id,
-            "now": now,
-            "idem": idem,
-            "props": props,
-        },
-    )
-    if rows:
-        node = rows[0][0]
-        if node.properties["bead_id"] == bead_id:  # new, not an idempotent replay
-            await _after_create(ctx, node.properties)
-            return bead_from_node(node)
-        # A replay returns the first bead only while the caller may still see it.
-        return await _visible_bead(ctx, caller, node.properties["bead_id"])
-    if req.group_id is not None and await role_in(ctx, caller, req.group_id) is None:
-        raise NotFound(f"group {req.group_id} not found")
-    raise Forbidden(f"session {req.session_id} belongs to another identity")
-
-
-async def _after_create(ctx: HubContext, props: dict[str, Any]) -> None:
-    """Embed the new bead and add its automatic links. The bead is already stored: a failure
-    here is logged and repaired later, never reported as a failed create."""
-    try:
-        await autolinks.link_session_predecessor(ctx, props)
-        vectors = await embed_texts(ctx, [bead_text(props)])
-        if await index_beads(ctx, [props], vectors):
-            await autolinks.link_similar(ctx, props, vectors[0])
-        await ctx.feed.bead_changed(props["created_by"], None, props)
-    except Exception:  # the bead is stored; vectors are repaired on start-up or by `recall reindex`
-        log.exception("post-create work for %s incomplete", props["bead_id"])
-
-
-async def _visible_bead(ctx: HubContext, caller: str, bead_id: str) -> MemoryBead:
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b",
-        {"caller": caller, "bead_id": bead_id},
-    )
-    if not rows:
-        raise NotFound(f"bead {bead_id} not found")
-    return bead_from_node(rows[0][0])
+    idem = f"{caller}:{req.idempotency_key or props['bead_id']}"
+    outcome = await ctx.beads.create(caller, props, idem=idem)
+    if outcome is None:
+        if req.group_id is not None and await role_in(ctx, caller, req.group_id) is None:
+            raise NotFound(f"group {req.group_id} not found")
+        raise Forbidden(f"session {req.session_id} belongs to another identity")
+    stored, created = outcome
+    await settle_quietly(ctx, stored["bead_id"])
+    if created:
+        return bead_from_props(stored)
+    # A replay returns the first bead only while the caller may still see it.
+    visible = await ctx.beads.get(caller, stored["bead_id"])
+    if visible is None:
+        raise NotFound(f"bead {stored['bead_id']} not found")
+    return bead_from_props(visible)
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
-    rows = await ctx.graph.query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
-        "SET b.accessed_at = $now RETURN b",
-        {"caller": caller, "bead_id": req.bead_id, "now": now_ms()},
-    )
-    if not rows:
+    props = await ctx.beads.get(caller, req.bead_id, touch=True)
+    if props is None:
         raise NotFound(f"bead {req.bead_id} not found")
-    return bead_from_node(rows[0][0])
+    return bead_from_props(props)
 
 
 def _changes(updates: BeadUpdates) -> dict[str, Any]:
@@ -156,52 +117,14 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
     if not changes:
         raise InvalidRequest("updates is empty")
     changes["updated_at"] = now_ms()
-    # The bead's scope after the change: a group bead needs a group, and naming a group (new or
-    # kept by a group bead) needs membership of it — checked inside the same atomic query.
-    scope_ok = (
-        "(new_visibility <> 'group' OR new_group IS NOT NULL) AND "
-        "(new_group IS NULL OR new_group IN my_groups OR (NOT $group_changed AND new_visibility <> 'group'))"
+    _, after = await ctx.beads.update(
+        caller, req.bead_id, changes, if_version=req.if_version, text_changed=bool(TEXT_FIELDS & changes.keys())
     )
-    rows = await ctx.graph.query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
-        f"WITH b, my_groups, {may_modify('b')} AS may, coalesce($changes.visibility, b.visibility) AS new_visibility, "
-        "CASE WHEN $group_changed THEN $changes.group_id ELSE b.group_id END AS new_group "
-        f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before, new_visibility, new_group "
-        "FOREACH (_ IN CASE WHEN may AND scope_ok THEN [1] ELSE [] END | SET b += $changes) "
-        "RETURN b, may, scope_ok, before, new_visibility, new_group",
-        {"caller": caller, "bead_id": req.bead_id, "changes": changes, "group_changed": "group_id" in changes},
-    )
-    if not rows:
-        raise NotFound(f"bead {req.bead_id} not found")
-    node, may, scope_ok, before, new_visibility, new_group = rows[0]
-    if not may:
-        raise Forbidden(f"only the creator (or the group's ops) may change bead {req.bead_id}")
-    if not scope_ok:
-        if new_visibility == Visibility.GROUP.value and new_group is None:
-            raise InvalidRequest("visibility 'group' needs a group_id")
-        raise NotFound(f"group {new_group} not found")
-    if {"title", "content", "visibility", "group_id"} & changes.keys():
-        await index_beads(ctx, [node.properties])
-    else:
-        await refresh_attributes(ctx, node.properties)
-    await ctx.feed.bead_changed(caller, before, node.properties)
-    return bead_from_node(node)
+    await settle_quietly(ctx, req.bead_id)
+    return bead_from_props(after)
 
 
 async def delete_bead(ctx: HubContext, caller: str, req: DeleteBead) -> Deleted:
-    rows = await ctx.graph.query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
-        f"WITH b, {may_modify('b')} AS may "
-        "WITH b, may, properties(b) AS before "
-        "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | DETACH DELETE b) "
-        "RETURN may, before",
-        {"caller": caller, "bead_id": req.bead_id},
-    )
-    if not rows:
-        raise NotFound(f"bead {req.bead_id} not found")
-    if not rows[0][0]:
-        raise Forbidden(f"only the creator (or the group's ops) may delete bead {req.bead_id}")
-    before = rows[0][1]
-    await unindex(ctx, before)
-    await ctx.feed.bead_changed(caller, before, None)
+    await ctx.beads.delete(caller, req.bead_id, if_version=req.if_version)
+    await settle_quietly(ctx, req.bead_id)
     return Deleted(bead_id=req.bead_id, deleted=True)

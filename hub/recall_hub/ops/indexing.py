@@ -1,18 +1,19 @@
 """Keeping the vector sets in step with the graph (the source of truth).
 
 The graph records on each bead which model embedded it and into which scope (``vec_model``,
-``vec_scope``). A bead whose vector write failed keeps no ``vec_model``; :func:`repair` finds and
-embeds those (run at start-up), :func:`reindex` re-embeds everything for a new model.
+``vec_scope``). :func:`sync_bead_vector` brings one bead's vector in line with the bead as it is
+now (run by the outbox worker under the bead's lock); :func:`repair` embeds every bead without a
+vector of the current model (start-up), :func:`reindex` re-embeds everything for a new model.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from recall_schemas import RecallError
+from recall_schemas import RecallError, Unavailable
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
@@ -35,15 +36,55 @@ async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
     try:
         return await ctx.embedder.embed(list(texts))
     except EmbedderError as exc:
-        from recall_schemas import Unavailable
-
         raise Unavailable(f"embedder failed: {exc}") from exc
 
 
-async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: np.ndarray | None = None) -> int:
-    """Embed (unless given) and store the vectors of ``beads``, then mark them in the graph.
+async def sync_bead_vector(
+    ctx: HubContext, bead_id: str, props: Mapping[str, Any] | None, old_scopes: Iterable[str | None], reembed: bool
+) -> np.ndarray | None:
+    """Make the vector sets hold exactly one vector of the bead, in the scope it has now.
 
-    Returns how many were indexed; failures are logged and left for :func:`repair`.
+    ``props`` is the bead as stored now (None: deleted); ``old_scopes`` every scope a vector of it
+    may still sit in. Returns the vector when it was (re-)embedded. Raises on failure, so the
+    caller can retry; every step is idempotent.
+    """
+    stale = {s for s in old_scopes if s}
+    if props is None:
+        for scope in stale:
+            await ctx.vectors.remove(bead_id, scope)
+        return None
+    target = scope_of(props)
+    model = ctx.vectors.model_id
+    if props.get("vec_scope"):
+        stale.add(props["vec_scope"])
+    stale.discard(target)
+    current = props.get("vec_model") == model and props.get("vec_scope") == target
+    vector = None
+    if reembed or not current or not await ctx.vectors.set_attributes(bead_id, target, attributes(props)):
+        vector = (await embed_texts(ctx, [bead_text(props)]))[0]
+        await ctx.vectors.add(bead_id, target, vector, attributes(props))
+    for scope in stale:
+        await ctx.vectors.remove(bead_id, scope)
+    if not current:
+        await ctx.beads.system_mark_indexed(bead_id, model, target)
+    return vector
+
+
+async def refresh_attributes(ctx: HubContext, props: Mapping[str, Any]) -> None:
+    """Best-effort refresh of a bead's filter attributes (the graph re-checks every hit anyway)."""
+    scope = props.get("vec_scope")
+    if scope and props.get("vec_model") == ctx.vectors.model_id:
+        try:
+            await ctx.vectors.set_attributes(props["bead_id"], scope, attributes(props))
+        except RecallError as exc:
+            log.warning("could not refresh vector attributes of %s: %s", props["bead_id"], exc)
+
+
+async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: np.ndarray | None = None) -> int:
+    """Embed (unless given) and store the vectors of ``beads`` in bulk, then mark them in the graph.
+
+    For bulk work outside the outbox (repair, reindex, loading a corpus). Returns how many were
+    indexed; failures are logged and left for :func:`repair`.
     """
     if not beads:
         return 0
@@ -56,9 +97,8 @@ async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vecto
             if old_scope and (old_scope != scope or props.get("vec_model") != ctx.vectors.model_id):
                 await ctx.vectors.remove(props["bead_id"], old_scope)
             await ctx.vectors.add(props["bead_id"], scope, vector, attributes(props))
-        await ctx.graph.query(
-            "UNWIND $rows AS row MATCH (b:Bead {bead_id: row.id}) SET b.vec_model = $model, b.vec_scope = row.scope",
-            {"rows": [{"id": p["bead_id"], "scope": scope_of(p)} for p in beads], "model": ctx.vectors.model_id},
+        await ctx.beads.system_mark_indexed_many(
+            [{"id": p["bead_id"], "scope": scope_of(p)} for p in beads], ctx.vectors.model_id
         )
     except RecallError as exc:
         log.warning("could not index %d bead(s), left for repair: %s", len(beads), exc)
@@ -66,42 +106,16 @@ async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vecto
     return len(beads)
 
 
-async def refresh_attributes(ctx: HubContext, props: Mapping[str, Any]) -> None:
-    scope = props.get("vec_scope")
-    if scope and props.get("vec_model") == ctx.vectors.model_id:
-        try:
-            await ctx.vectors.set_attributes(props["bead_id"], scope, attributes(props))
-        except Exception as exc:  # attributes only steer filters; the graph re-checks every hit
-            log.warning("could not refresh vector attributes of %s: %s", props["bead_id"], exc)
-
-
-async def unindex(ctx: HubContext, props: Mapping[str, Any]) -> None:
-    scope = props.get("vec_scope")
-    if scope:
-        try:
-            await ctx.vectors.remove(props["bead_id"], scope)
-        except RecallError as exc:
-            log.warning("could not remove the vector of %s: %s", props["bead_id"], exc)
-
-
 async def repair(ctx: HubContext, batch: int = 256, progress: Callable[[int, int], None] | None = None) -> int:
     """Embed every bead that has no vector of the current model. Returns how many were indexed."""
     model = ctx.vectors.model_id
-    rows = await ctx.graph.ro_query(
-        "MATCH (b:Bead) WHERE b.vec_model IS NULL OR b.vec_model <> $model RETURN count(b)", {"model": model}
-    )
-    total = int(rows[0][0]) if rows else 0
+    total = await ctx.beads.system_count_unindexed(model)
     done = 0
     failed_ids: set[str] = set()
     while done < total:
-        rows = await ctx.graph.ro_query(
-            "MATCH (b:Bead) WHERE (b.vec_model IS NULL OR b.vec_model <> $model) AND NOT b.bead_id IN $failed "
-            "RETURN b LIMIT $batch",
-            {"model": model, "batch": batch, "failed": sorted(failed_ids)},
-        )
-        if not rows:
+        beads = await ctx.beads.system_unindexed(model, sorted(failed_ids), batch)
+        if not beads:
             break
-        beads = [row[0].properties for row in rows]
         indexed = await index_beads(ctx, beads)
         if indexed == 0:
             failed_ids.update(p["bead_id"] for p in beads)
@@ -115,6 +129,6 @@ async def repair(ctx: HubContext, batch: int = 256, progress: Callable[[int, int
 
 async def reindex(ctx: HubContext, progress: Callable[[int, int], None] | None = None) -> int:
     """Re-embed every bead with the current model and drop every other model's vector sets."""
-    await ctx.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
+    await ctx.beads.system_forget_vectors()
     await ctx.vectors.drop_model_sets(keep_current=False)
     return await repair(ctx, progress=progress)

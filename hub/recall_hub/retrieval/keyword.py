@@ -27,8 +27,6 @@ from collections import OrderedDict
 from recall_schemas import BeadFilters
 
 from recall_hub.context import HubContext
-from recall_hub.store.filters import filter_clause
-from recall_hub.store.visibility import MY_GROUPS, visible
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -75,23 +73,6 @@ def fulltext_query(text: str) -> str | None:
     return "|".join(terms) if terms else None
 
 
-def joined(rows: str) -> str:
-    """Cypher returning the list of strings ``rows`` as one string, rows separated by commas.
-
-    The async FalkorDB client decodes every returned value in a coroutine of its own (10-25 µs each),
-    and ranking reads hundreds of small values per query, so they travel as one string. Only ids,
-    numbers and enum words go through it, and none of them holds a comma or a space.
-    """
-    return f"RETURN string.join({rows}, ',')"  # not reduce(): FalkorDB 4.x cuts its strings at 512 bytes
-
-
-def split_joined(result: list[list[object]]) -> list[list[str]]:
-    """The rows of a :func:`joined` result, each split at its spaces."""
-    if not result or not result[0][0]:
-        return []
-    return [row.split(" ") for row in str(result[0][0]).split(",") if row]
-
-
 _scope_cache: OrderedDict[tuple[str, str, str], tuple[float, int, float]] = OrderedDict()
 
 
@@ -102,14 +83,7 @@ async def _scope_stats(ctx: HubContext, caller: str, filters: BeadFilters) -> tu
     now = time.monotonic()
     if cached is not None and now - cached[0] < SCOPE_TTL_S:
         return cached[1], cached[2]
-    clause, params = filter_clause("b", filters)
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{clause} "
-        "RETURN count(b), avg(size(b.title) + size(coalesce(b.content, '')))",
-        {"caller": caller, **params},
-    )
-    count = int(rows[0][0]) if rows else 0
-    mean = float(rows[0][1] or 1.0) if rows else 1.0
+    count, mean = await ctx.beads.scope_stats(caller, filters)
     _scope_cache[key] = (now, count, mean)
     _scope_cache.move_to_end(key)
     while len(_scope_cache) > _SCOPE_CACHE_SIZE:
@@ -127,24 +101,7 @@ async def keyword_candidates(
     if not terms:
         return []
     total, mean_length = await _scope_stats(ctx, caller, filters)
-    clause, params = filter_clause("b", filters)
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + "UNWIND $terms AS term "
-        "CALL db.idx.fulltext.queryNodes('Bead', term) YIELD node AS b "
-        f"WITH term, b, my_groups WHERE {visible('b')}{clause} "
-        "WITH term, count(b) AS df, collect(b)[..$cap] AS beads "
-        # the cached scope size may lag behind new beads: never let a word look rarer than absent
-        "WITH beads, log(1.0 + (CASE WHEN $n > df THEN $n ELSE df END - df + 0.5) / (df + 0.5)) AS idf "
-        "UNWIND beads AS b "
-        "WITH b, sum(idf * ($k1 + 1.0) / (1.0 + $k1 * (1.0 - $bn + $bn * "
-        "(size(b.title) + size(coalesce(b.content, ''))) / $avg))) AS score "
-        "WITH b.bead_id AS id, score ORDER BY score DESC, id LIMIT $limit "
-        "WITH collect(id + ' ' + toString(score)) AS rows " + joined("rows"),
-        {
-            "caller": caller, "terms": terms, "cap": TERM_CAP, "n": total, "avg": max(mean_length, 1.0),
-            "k1": BM25_K1, "bn": BM25_B, "limit": limit, **params,
-        },
+    return await ctx.beads.keyword_bm25(
+        caller, terms, filters, total=total, mean_length=mean_length, k1=BM25_K1, b=BM25_B, term_cap=TERM_CAP,
+        limit=limit,
     )
-    ranked = [(bead_id, float(score)) for bead_id, score in split_joined(rows)]
-    ranked.sort(key=lambda kv: (-kv[1], kv[0]))
-    return ranked

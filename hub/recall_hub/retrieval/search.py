@@ -14,11 +14,9 @@ every candidate is re-checked against the graph (visibility and filters) before 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from falkordb import Node
 from recall_schemas import (
     BeadFilters,
     ContextBlock,
@@ -41,12 +39,10 @@ from recall_schemas import (
 from recall_hub.context import HubContext
 from recall_hub.ops.indexing import bead_text, embed_texts
 from recall_hub.ops.relationships import expand
-from recall_hub.retrieval.keyword import joined, keyword_candidates, split_joined
+from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
-from recall_hub.store.filters import filter_clause
-from recall_hub.store.records import bead_from_node
+from recall_hub.store.records import bead_from_props
 from recall_hub.store.vectors import caller_scopes, filter_expression
-from recall_hub.store.visibility import MY_GROUPS, visible
 from recall_hub.timeutil import now_ms
 from recall_hub.tokens import count_tokens
 
@@ -57,10 +53,7 @@ HYDRATE_SPARE = 2
 
 
 async def my_groups(ctx: HubContext, caller: str) -> list[str]:
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
-    )
-    return [row[0] for row in rows]
+    return await ctx.beads.my_groups(caller)
 
 
 async def _scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
@@ -82,69 +75,11 @@ async def vector_candidates(
     return [(h.bead_id, h.similarity) for h in hits]
 
 
-@dataclass
-class Hydrated:
-    node: Node
-    superseded: bool
-
-
-async def hydrate(ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Hydrated]:
-    """The visible beads among ``ids`` that pass ``filters``, with whether a newer bead UPDATES them."""
-    if not ids:
-        return {}
-    clause, params = filter_clause("b", filters)
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
-        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
-        "RETURN b, count(newer) > 0",
-        {"caller": caller, "ids": list(ids), **params},
-    )
-    return {row[0].properties["bead_id"]: Hydrated(row[0], bool(row[1])) for row in rows}
-
-
 async def _vector_list(
     ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
 ) -> list[tuple[str, float]]:
     vector = (await embed_texts(ctx, [query]))[0]
     return await vector_candidates(ctx, caller, vector, filters, depth)
-
-
-async def _screen(
-    ctx: HubContext, caller: str, ids: Sequence[str], filters: BeadFilters
-) -> dict[str, tuple[dict[str, Any], bool]]:
-    """Which of ``ids`` the caller may see and pass ``filters``, with what :func:`prior` reads of
-    them (importance, created_at, provenance, status) and whether a newer bead UPDATES them."""
-    clause, params = filter_clause("b", filters)
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
-        "OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) "
-        "WITH b, count(newer) > 0 AS superseded "
-        "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' + toString(coalesce(b.created_at, 0))"
-        " + ' ' + coalesce(b.provenance, 'authored') + ' ' + coalesce(b.status, 'active') + ' ' + toString(superseded))"
-        " AS rows " + joined("rows"),
-        {"caller": caller, "ids": list(ids), **params},
-    )
-    return {
-        bead_id: (
-            {"importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status},
-            superseded == "true",
-        )
-        for bead_id, importance, created, provenance, status, superseded in split_joined(rows)
-    }
-
-
-async def _session_links(ctx: HubContext, ids: Sequence[str]) -> dict[str, list[str]]:
-    """``FOLLOWS_FROM`` edges among ``ids``, both ways. The caller keeps those between beads it may see."""
-    rows = await ctx.graph.ro_query(
-        "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
-        "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
-        {"ids": list(ids)},
-    )
-    links: dict[str, list[str]] = {}
-    for later, earlier in split_joined(rows):
-        links.setdefault(later, []).append(earlier)
-        links.setdefault(earlier, []).append(later)
-    return links
 
 
 async def rank(
@@ -174,10 +109,10 @@ async def rank(
     # Only beads the caller may see (and that pass the filters) rank or lend context.
     if hybrid:
         seen, links = await asyncio.gather(
-            _screen(ctx, caller, list(fused), filters), _session_links(ctx, list(fused))
+            ctx.beads.screen(caller, list(fused), filters), ctx.beads.session_links(caller, list(fused))
         )
     else:
-        seen, links = await _screen(ctx, caller, list(fused), filters), {}
+        seen, links = await ctx.beads.screen(caller, list(fused), filters), {}
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
     if not fused:
         return []
@@ -198,7 +133,7 @@ async def rank(
         scored = [(e.relevance, 1.0, [], e) for e in ordered[: limit + HYDRATE_SPARE]]
     scored.sort(key=lambda s: (-s[0], s[3].bead_id))
     top = scored[: limit + HYDRATE_SPARE]
-    beads = await hydrate(ctx, caller, [s[3].bead_id for s in top], filters)
+    beads = await ctx.beads.many(caller, [s[3].bead_id for s in top], filters)
     hits: list[SearchHit] = []
     for score, multiplier, notes, entry in top:
         found = beads.get(entry.bead_id)
@@ -208,7 +143,7 @@ async def rank(
             notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
         hits.append(
             SearchHit(
-                bead=bead_from_node(found.node),
+                bead=bead_from_props(found[0]),
                 score=score,
                 explanation=ScoreExplanation(
                     sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
@@ -279,13 +214,9 @@ async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock
 
 
 async def find_similar(ctx: HubContext, caller: str, req: FindSimilar) -> SearchResult:
-    rows = await ctx.graph.ro_query(
-        MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN b",
-        {"caller": caller, "bead_id": req.bead_id},
-    )
-    if not rows:
+    props = await ctx.beads.get(caller, req.bead_id)
+    if props is None:
         raise NotFound(f"bead {req.bead_id} not found")
-    props: Mapping[str, Any] = rows[0][0].properties
     vector = None
     if props.get("vec_scope") and props.get("vec_model") == ctx.vectors.model_id:
         vector = await ctx.vectors.vector(req.bead_id, props["vec_scope"])
@@ -293,10 +224,10 @@ async def find_similar(ctx: HubContext, caller: str, req: FindSimilar) -> Search
         vector = (await embed_texts(ctx, [bead_text(props)]))[0]
     candidates = await vector_candidates(ctx, caller, vector, BeadFilters(), req.limit + 1)
     candidates = [(b, s) for b, s in candidates if b != req.bead_id and s >= req.threshold][: req.limit]
-    beads = await hydrate(ctx, caller, [b for b, _ in candidates], BeadFilters())
+    beads = await ctx.beads.many(caller, [b for b, _ in candidates])
     hits = [
         SearchHit(
-            bead=bead_from_node(beads[b].node),
+            bead=bead_from_props(beads[b][0]),
             score=s,
             explanation=ScoreExplanation(
                 sources=[RankSource(list="vector", rank=i + 1, raw_score=s)], relevance=s, prior=1.0

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import nats
+import nats.errors
 from nats.aio.client import Client as NATS
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
+from recall_hub.ops.after_commit import sweep_forever
 from recall_hub.ops.indexing import repair
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import EventConsumer
@@ -20,12 +23,43 @@ from recall_hub.service.events import EventConsumer
 log = logging.getLogger(__name__)
 
 
+class _ConnectionLog:
+    """The hub connection's callbacks: disconnects and reconnects are logged, and requests nats-py drops
+    because an endpoint's subscription is over its pending limits (a local slow consumer) are counted and
+    logged at most once a second, not once each with a traceback."""
+
+    def __init__(self) -> None:
+        self.dropped = 0
+        self._logged_at = 0.0
+
+    async def error(self, exc: Exception) -> None:
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._logged_at >= 1.0:
+                self._logged_at = now
+                log.warning("hub over its pending limits: dropped a request on %s (%d dropped so far)",
+                            exc.subject, self.dropped)
+            return
+        log.warning("NATS: %s", exc or type(exc).__name__)
+
+    async def disconnected(self) -> None:
+        log.warning("NATS: disconnected")
+
+    async def reconnected(self) -> None:
+        log.warning("NATS: reconnected")
+
+
 async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
+    events = _ConnectionLog()
     options: dict[str, object] = {
         "servers": [url.strip() for url in settings.nats_url.split(",")],
         "name": name,
         "max_reconnect_attempts": -1,
         "reconnect_time_wait": 0.5,
+        "error_cb": events.error,
+        "disconnected_cb": events.disconnected,
+        "reconnected_cb": events.reconnected,
     }
     if settings.nats_creds:
         from recall_hub.tooling.auth import connect_options
@@ -55,11 +89,18 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
+    sweeper: asyncio.Task[None] | None = None
     try:
         await service.start()
+        # After-commit work a crash or a failure left behind is finished first thing, then periodically.
+        sweeper = asyncio.create_task(
+            sweep_forever(ctx, settings.outbox_interval_s, settings.outbox_grace_ms), name="recall-outbox-sweep"
+        )
         await consumer.start()
         yield service
     finally:
+        if sweeper is not None:
+            sweeper.cancel()
         service.repaired.cancel()
         await consumer.stop()
         await service.stop()

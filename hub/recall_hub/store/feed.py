@@ -1,6 +1,13 @@
 """The change feed: every create, update and delete of a group or global bead is appended to its
 scope's log (a Redis stream, so a member can replay from a cursor) and sent at once to each
-*current* member's own notification subject. Leaving a group stops both on the next change."""
+*current* member's own notification subject. Leaving a group stops both on the next change.
+
+Entries are appended by the outbox worker, once per outbox entry and scope: the append and its
+"done" marker are one Lua script, so a retried entry never logs a change twice. A bead that leaves
+a scope (deleted, made private, moved to another group) is logged there as ``deleted``: to the
+members of the old scope it is gone, exactly as a bead they may not see is indistinguishable from a
+missing one.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +23,20 @@ from redis.asyncio import Redis
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.records import bead_from_props
-from recall_hub.timeutil import from_ms, now_ms
+from recall_hub.timeutil import from_ms
 
 log = logging.getLogger(__name__)
 
 Notifier = Callable[[str, bytes], Awaitable[None]]
+
+# KEYS[1] the stream, KEYS[2] the entry's done marker; ARGV: change JSON, maxlen, marker TTL seconds.
+_APPEND_ONCE = """
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then
+  return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'change', ARGV[1])
+end
+return false
+"""
+DONE_TTL_S = 7 * 86_400
 
 
 def feed_scope(props: Mapping[str, Any] | None) -> str | None:
@@ -33,46 +49,46 @@ def feed_scope(props: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def actions(old_scope: str | None, new_scope: str | None, exists: bool) -> list[tuple[str, ChangeAction]]:
+    """The log entries one change makes: ``(scope, action)``."""
+    out: list[tuple[str, ChangeAction]] = []
+    if new_scope is not None and exists:
+        out.append((new_scope, "updated" if old_scope == new_scope else "created"))
+    if old_scope is not None and old_scope != new_scope:
+        out.append((old_scope, "deleted"))
+    return out
+
+
 class ChangeFeed:
     def __init__(self, redis: Redis, graph: GraphStore, keys: Keys, maxlen: int = 100_000) -> None:
         self.redis = redis
         self.keys = keys
         self.graph = graph
         self.maxlen = maxlen
+        self._append_once = redis.register_script(_APPEND_ONCE)
         self.notifier: Notifier | None = None
         """Set by the transport: publishes bytes on a subject. None: log only (tests of the domain)."""
 
     def key(self, scope: str) -> str:
         return self.keys.changes(scope)
 
-    async def bead_changed(
-        self, by: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
-    ) -> list[Change]:
-        """Record a change given the bead's stored properties before and after (None: absent)."""
-        old_scope, new_scope = feed_scope(before), feed_scope(after)
-        changes: list[Change] = []
-        if new_scope is not None and after is not None:
-            action: ChangeAction = "updated" if old_scope == new_scope else "created"
-            changes.append(await self._append(new_scope, action, after["bead_id"], by, after))
-        if old_scope is not None and old_scope != new_scope and before is not None:
-            action = "deleted" if after is None else "hidden"
-            changes.append(await self._append(old_scope, action, before["bead_id"], by, None))
-        for change in changes:
-            await self._fan_out(change)
-        return changes
-
-    async def _append(
-        self, scope: str, action: ChangeAction, bead_id: str, by: str, props: Mapping[str, Any] | None
-    ) -> Change:
-        at = now_ms()
-        bead = bead_from_props(props) if props is not None else None
-        draft = Change(cursor="0-0", scope=scope, action=action, bead_id=bead_id, by=by, at=from_ms(at), bead=bead)
-        cursor = await self.redis.xadd(
-            self.key(scope), {"change": draft.model_dump_json(exclude={"cursor"})}, maxlen=self.maxlen, approximate=True
+    async def append_once(
+        self, entry_id: str, scope: str, action: ChangeAction, bead_id: str, by: str, at_ms: int,
+        props: Mapping[str, Any] | None,
+    ) -> Change | None:
+        """Log one change of outbox entry ``entry_id`` in ``scope``; None if it was logged before."""
+        bead = bead_from_props(props) if props is not None and action != "deleted" else None
+        draft = Change(cursor="0-0", scope=scope, action=action, bead_id=bead_id, by=by, at=from_ms(at_ms), bead=bead)
+        cursor = await self._append_once(
+            keys=[self.key(scope), self.keys.outbox_done(entry_id, f"feed:{scope}")],
+            args=[draft.model_dump_json(exclude={"cursor"}), self.maxlen, DONE_TTL_S],
         )
+        if not cursor:
+            return None
         return draft.model_copy(update={"cursor": cursor.decode() if isinstance(cursor, bytes) else str(cursor)})
 
-    async def members(self, scope: str) -> list[str]:
+    async def system_members(self, scope: str) -> list[str]:
+        """Who is told of a change in ``scope`` (current members; everyone for ``global``)."""
         if scope == "global":
             rows = await self.graph.ro_query("MATCH (a:AI) RETURN a.ai_id")
         else:
@@ -81,11 +97,11 @@ class ChangeFeed:
             )
         return [row[0] for row in rows]
 
-    async def _fan_out(self, change: Change) -> None:
+    async def fan_out(self, change: Change) -> None:
         if self.notifier is None:
             return
         body = Notification(kind="change", change=change).model_dump_json().encode()
-        for ai_id in await self.members(change.scope):
+        for ai_id in await self.system_members(change.scope):
             await self.notify_raw(ai_id, body)
 
     async def notify(self, ai_id: str, notification: Notification) -> None:

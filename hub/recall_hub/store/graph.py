@@ -29,6 +29,9 @@ INDEXES = [
     "CREATE INDEX FOR (a:AI) ON (a.ai_id)",
     "CREATE INDEX FOR (g:Group) ON (g.group_id)",
     "CREATE INDEX FOR (s:Session) ON (s.session_id)",
+    "CREATE INDEX FOR (o:Outbox) ON (o.bead_id)",
+    "CREATE INDEX FOR (o:Outbox) ON (o.entry_id)",
+    "CREATE INDEX FOR (o:Outbox) ON (o.at)",
 ]
 FULLTEXT_INDEX = "CALL db.idx.fulltext.createNodeIndex('Bead', 'title', 'content')"
 

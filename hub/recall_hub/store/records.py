@@ -14,7 +14,7 @@ from recall_hub.timeutil import from_ms
 
 BEAD_FIELDS = (
     "bead_id title content content_hash bead_type importance tags created_at updated_at accessed_at "
-    "created_by session_id subsession_id group_id visibility status provenance corroborated_by"
+    "created_by session_id subsession_id group_id visibility status provenance corroborated_by version"
 ).split()
 
 
@@ -49,6 +49,7 @@ def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
         status=p.get("status", "active"),
         provenance=p.get("provenance", "authored"),
         corroborated_by=p.get("corroborated_by") or [],
+        version=p.get("version") or 1,
     )
 
 

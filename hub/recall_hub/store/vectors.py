@@ -101,9 +101,14 @@ class VectorStore:
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"vector store unreachable: {exc}") from exc
 
-    async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> None:
-        await self.redis.execute_command(  # type: ignore[no-untyped-call]
-            "VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
+    async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
+        """Replace the filter attributes of a stored vector; False if the set holds no such vector."""
+        try:
+            done = await self.redis.execute_command(  # type: ignore[no-untyped-call]
+                "VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"vector store unreachable: {exc}") from exc
+        return bool(done)
 
     async def remove(self, bead_id: str, scope: str) -> None:
         try:

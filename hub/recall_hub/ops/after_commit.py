@@ -1,0 +1,129 @@
+"""The outbox worker: the work that follows a committed write, done once, durably.
+
+A write records its follow-up in the outbox in the same atomic query
+(:mod:`recall_hub.store.outbox`). :func:`settle` works off every pending entry of one bead, oldest
+first, under the bead's lock (shared by all hubs): the vector in the bead's current scope and no
+other, the auto-links of a new bead, the change-feed entries (each logged exactly once) and their
+notifications; then it deletes the entry. A step that fails leaves the entry with a retry time;
+:func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind.
+
+The hub settles a write's entries before replying, so a writer reads its own writes; the sweep
+makes "acknowledged" mean "will all happen" even when the hub dies right after the commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import numpy as np
+
+from recall_hub.context import HubContext
+from recall_hub.ops.indexing import sync_bead_vector
+from recall_hub.store.feed import actions, feed_scope
+from recall_hub.store.outbox import OutboxEntry
+from recall_hub.store.vectors import scope_of
+from recall_hub.timeutil import now_ms
+
+log = logging.getLogger(__name__)
+
+AUTO_LINK_NOTE = '{"auto": true}'
+MAX_BACKOFF_MS = 60_000
+
+
+async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
+    """Work off every pending outbox entry of ``bead_id``. True when none is left."""
+    async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
+        if not locked:
+            return False  # another hub or task holds it and settles the same entries
+        while entries := await ctx.outbox.system_pending(bead_id):
+            for entry in entries:
+                try:
+                    await _work(ctx, entry)
+                except Exception as exc:  # kept for a retry; later entries of the bead wait behind it
+                    delay = min(MAX_BACKOFF_MS, 500 * 2 ** min(entry.attempts, 10))
+                    log.warning("outbox entry %s of %s failed (attempt %d), retry in %d ms: %s",
+                                entry.entry_id, bead_id, entry.attempts + 1, delay, exc)
+                    await ctx.outbox.system_failed(entry.entry_id, repr(exc), now_ms() + delay)
+                    return False
+                await ctx.outbox.system_done(entry.entry_id)
+    return True
+
+
+async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
+    """:func:`settle` on a request's path: the write is committed, so a failure here is retried by the
+    sweep and never turns an acknowledged write into an error."""
+    try:
+        await settle(ctx, bead_id)
+    except Exception:
+        log.exception("after-commit work of %s left for the sweep", bead_id)
+
+
+async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
+    props = await ctx.beads.system_get(entry.bead_id)
+    reembed = entry.kind == "created" or entry.text_changed
+    vector = None
+    if entry.kind != "attributes" or props is not None:
+        vector = await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
+    if entry.kind == "created" and props is not None:
+        await _auto_link(ctx, props, vector)
+    exists = entry.kind != "deleted"
+    for scope, action in actions(entry.old_feed, entry.new_feed, exists):
+        # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
+        snapshot = props if props is not None and feed_scope(props) == scope else None
+        change = await ctx.feed.append_once(
+            entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot
+        )
+        if change is not None:
+            await ctx.feed.fan_out(change)
+
+
+async def _auto_link(ctx: HubContext, props: dict[str, Any], vector: np.ndarray | None) -> None:
+    """FOLLOWS_FROM the session's previous bead; RELATED_TO the nearest beads of the same scope (a
+    link never reveals a bead to someone who could not see it)."""
+    settings = ctx.settings
+    bead_id = str(props["bead_id"])
+    if settings.auto_follows and props.get("session_id"):
+        await ctx.beads.system_link_session_predecessor(bead_id, AUTO_LINK_NOTE)
+    if not settings.auto_related or settings.related_max == 0:
+        return
+    scope = scope_of(props)
+    if vector is None:
+        vector = await ctx.vectors.vector(bead_id, scope)
+    if vector is None:
+        return
+    hits = await ctx.vectors.search([scope], vector, settings.related_max + 1)
+    similar = [
+        {"id": h.bead_id, "sim": round(h.similarity, 4)}
+        for h in hits
+        if h.bead_id != bead_id and h.similarity >= settings.related_threshold
+    ][: settings.related_max]
+    if similar:
+        await ctx.beads.system_link_related(bead_id, similar, AUTO_LINK_NOTE)
+
+
+async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:
+    """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled."""
+    settled = 0
+    for bead_id in await ctx.outbox.system_due(now_ms() - older_than_ms, limit):
+        try:
+            if await settle(ctx, bead_id, wait_s=0.5):
+                settled += 1
+        except Exception:
+            log.exception("outbox sweep: %s left for the next pass", bead_id)
+    return settled
+
+
+async def sweep_forever(ctx: HubContext, interval_s: float, grace_ms: int) -> None:
+    """Sweep at start (everything) and then every ``interval_s`` (entries older than ``grace_ms``,
+    so a request still settling its own write is left alone)."""
+    older = 0
+    while True:
+        try:
+            while await sweep(ctx, older) > 0:
+                pass
+        except Exception:
+            log.exception("outbox sweep failed")
+        older = grace_ms
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,402 @@
+"""Beads in the graph. Every read takes the caller and applies visibility inside its query; the few
+reads without a caller are named ``system_*`` and serve work that was authorised when it was
+committed (the outbox) or maintenance of derived indexes.
+
+Every write is one atomic query that checks what the caller may do, changes the bead and records
+its after-commit work in the outbox (:func:`recall_hub.store.outbox.record`), or changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from recall_schemas import BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
+
+from recall_hub.store.filters import filter_clause
+from recall_hub.store.graph import GraphStore
+from recall_hub.store.outbox import record, record_params
+from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
+from recall_hub.timeutil import now_ms
+
+Props = dict[str, Any]
+
+
+def joined(rows: str) -> str:
+    """Cypher returning the list of strings ``rows`` as one string, rows separated by commas.
+
+    The async FalkorDB client decodes every returned value in a coroutine of its own (10-25 µs each),
+    and ranking reads hundreds of small values per query, so they travel as one string. Only ids,
+    numbers and enum words go through it, and none of them holds a comma or a space.
+    """
+    return f"RETURN string.join({rows}, ',')"  # not reduce(): FalkorDB 4.x cuts its strings at 512 bytes
+
+
+def split_joined(result: list[list[object]]) -> list[list[str]]:
+    """The rows of a :func:`joined` result, each split at its spaces."""
+    if not result or not result[0][0]:
+        return []
+    return [row.split(" ") for row in str(result[0][0]).split(",") if row]
+
+
+# A newer bead supersedes only as far as the caller can see it: an invisible one is no evidence.
+_SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newer')} "
+
+
+class BeadStore:
+    def __init__(self, graph: GraphStore) -> None:
+        self.graph = graph
+
+    # --- reads, as a caller -------------------------------------------------------------------
+
+    async def get(self, caller: str, bead_id: str, *, touch: bool = False) -> Props | None:
+        """The bead if the caller may see it; ``touch`` records the read in ``accessed_at``."""
+        tail = "SET b.accessed_at = $now RETURN b" if touch else "RETURN b"
+        run = self.graph.query if touch else self.graph.ro_query
+        rows = await run(
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} " + tail,
+            {"caller": caller, "bead_id": bead_id, "now": now_ms()},
+        )
+        return dict(rows[0][0].properties) if rows else None
+
+    async def many(
+        self, caller: str, ids: Sequence[str], filters: BeadFilters | None = None
+    ) -> dict[str, tuple[Props, bool]]:
+        """The visible beads among ``ids`` that pass ``filters``, each with whether it is superseded."""
+        if not ids:
+            return {}
+        clause, params = filter_clause("b", filters or BeadFilters())
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+            + _SUPERSEDED + "RETURN b, count(newer) > 0",
+            {"caller": caller, "ids": list(ids), **params},
+        )
+        return {row[0].properties["bead_id"]: (dict(row[0].properties), bool(row[1])) for row in rows}
+
+    async def visible_ids(self, caller: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} RETURN b.bead_id",
+            {"caller": caller, "ids": list(ids)},
+        )
+        return {row[0] for row in rows}
+
+    async def screen(self, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, tuple[Props, bool]]:
+        """What priors read (importance, created_at, provenance, status) of the visible beads among
+        ``ids`` that pass ``filters``, each with whether it is superseded; read compactly."""
+        clause, params = filter_clause("b", filters)
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
+            + _SUPERSEDED + "WITH b, count(newer) > 0 AS superseded "
+            "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' "
+            "+ toString(coalesce(b.created_at, 0)) + ' ' + coalesce(b.provenance, 'authored') + ' ' "
+            "+ coalesce(b.status, 'active') + ' ' + toString(superseded)) AS rows " + joined("rows"),
+            {"caller": caller, "ids": list(ids), **params},
+        )
+        return {
+            bead_id: (
+                {"importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status},
+                superseded == "true",
+            )
+            for bead_id, importance, created, provenance, status, superseded in split_joined(rows)
+        }
+
+    async def session_links(self, caller: str, ids: Sequence[str]) -> dict[str, list[str]]:
+        """``FOLLOWS_FROM`` edges among the visible beads of ``ids``, both ways."""
+        rows = await self.graph.ro_query(
+            MY_GROUPS + "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
+            f"AND {visible('b')} AND {visible('n')} "
+            "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
+            {"caller": caller, "ids": list(ids)},
+        )
+        links: dict[str, list[str]] = {}
+        for later, earlier in split_joined(rows):
+            links.setdefault(later, []).append(earlier)
+            links.setdefault(earlier, []).append(later)
+        return links
+
+    async def my_groups(self, caller: str) -> list[str]:
+        rows = await self.graph.ro_query(
+            "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
+        )
+        return [row[0] for row in rows]
+
+    async def ranked_by_importance(self, caller: str, ids: Sequence[str]) -> list[Props]:
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} "
+            "RETURN b ORDER BY b.importance DESC, b.created_at DESC, b.bead_id",
+            {"caller": caller, "ids": list(ids)},
+        )
+        return [dict(row[0].properties) for row in rows]
+
+    async def duplicate_candidates(
+        self, caller: str, *, group_id: str | None, around: tuple[str, list[str], str] | None, cap: int
+    ) -> list[Props]:
+        """Active visible beads (of ``group_id``) oldest first; with ``around = (content_hash, near_ids,
+        bead_id)`` only those with that hash, among ``near_ids``, or the bead itself. Each row also
+        says whether the caller may modify the bead (``_may``)."""
+        where = ""
+        params: dict[str, Any] = {"caller": caller, "cap": cap}
+        if group_id is not None:
+            where += " AND b.group_id = $group_id"
+            params["group_id"] = group_id
+        if around is not None:
+            where += " AND (b.content_hash = $hash OR b.bead_id IN $near OR b.bead_id = $bead_id)"
+            params.update(hash=around[0], near=around[1], bead_id=around[2])
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{where} AND b.status = 'active' "
+            f"RETURN b.bead_id, b.content_hash, b.created_at, b.created_by, b.corroborated_by, b.vec_scope, "
+            f"b.vec_model, {may_modify('b')} ORDER BY b.created_at, b.bead_id LIMIT $cap",
+            params,
+        )
+        keys = (
+            "bead_id", "content_hash", "created_at", "created_by", "corroborated_by", "vec_scope", "vec_model", "_may"
+        )
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    async def scope_stats(self, caller: str, filters: BeadFilters) -> tuple[int, float]:
+        """How many beads the caller may search under ``filters``, and their mean length (title + content)."""
+        clause, params = filter_clause("b", filters)
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{clause} "
+            "RETURN count(b), avg(size(b.title) + size(coalesce(b.content, '')))",
+            {"caller": caller, **params},
+        )
+        count = int(rows[0][0]) if rows else 0
+        mean = float(rows[0][1] or 1.0) if rows else 1.0
+        return count, mean
+
+    async def keyword_bm25(
+        self, caller: str, terms: list[str], filters: BeadFilters, *, total: int, mean_length: float,
+        k1: float, b: float, term_cap: int, limit: int,
+    ) -> list[tuple[str, float]]:
+        """Okapi BM25 over the full-text index among the visible beads passing ``filters``, best first
+        (the method is described in :mod:`recall_hub.retrieval.keyword`)."""
+        clause, params = filter_clause("b", filters)
+        rows = await self.graph.ro_query(
+            MY_GROUPS + "UNWIND $terms AS term "
+            "CALL db.idx.fulltext.queryNodes('Bead', term) YIELD node AS b "
+            f"WITH term, b, my_groups WHERE {visible('b')}{clause} "
+            "WITH term, count(b) AS df, collect(b)[..$cap] AS beads "
+            # the cached scope size may lag behind new beads: never let a word look rarer than absent
+            "WITH beads, log(1.0 + (CASE WHEN $n > df THEN $n ELSE df END - df + 0.5) / (df + 0.5)) AS idf "
+            "UNWIND beads AS b "
+            "WITH b, sum(idf * ($k1 + 1.0) / (1.0 + $k1 * (1.0 - $bn + $bn * "
+            "(size(b.title) + size(coalesce(b.content, ''))) / $avg))) AS score "
+            "WITH b.bead_id AS id, score ORDER BY score DESC, id LIMIT $limit "
+            "WITH collect(id + ' ' + toString(score)) AS rows " + joined("rows"),
+            {
+                "caller": caller, "terms": terms, "cap": term_cap, "n": total, "avg": max(mean_length, 1.0),
+                "k1": k1, "bn": b, "limit": limit, **params,
+            },
+        )
+        ranked = [(bead_id, float(score)) for bead_id, score in split_joined(rows)]
+        ranked.sort(key=lambda kv: (-kv[1], kv[0]))
+        return ranked
+
+    # --- writes, as a caller --------------------------------------------------------------------
+
+    async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
+        """Store a bead, checking the caller's membership of its group and ownership of its session
+        in the same query, merged on the idempotency key. Returns ``(bead, created)`` — ``created`` is
+        False for a replay of an earlier create — or None when the checks refused it."""
+        group_id, session_id = props.get("group_id"), props.get("session_id")
+        cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
+        if group_id is not None:
+            cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
+        if session_id is not None:
+            cypher += (
+                "MERGE (s:Session {session_id: $session_id}) "
+                "ON CREATE SET s.owner = $caller, s.created_at = $now, s.group_id = $group_id "
+                "WITH me, s WHERE s.owner = $caller "
+            )
+        cypher += (
+            "MERGE (b:Bead {idem: $idem}) ON CREATE SET b += $props "
+            "WITH b, b.bead_id = $props.bead_id AS fresh "
+            "FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END | " + record("created", after="b", before=None) + ") "
+            "RETURN b, fresh"
+        )
+        rows = await self.graph.query(
+            cypher,
+            {
+                "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
+                "idem": idem, "props": props, **record_params(),
+            },
+        )
+        if not rows:
+            return None
+        return dict(rows[0][0].properties), bool(rows[0][1])
+
+    async def update(
+        self, caller: str, bead_id: str, changes: Props, *, if_version: int | None, text_changed: bool
+    ) -> tuple[Props, Props]:
+        """Apply ``changes`` if the caller may; ``(before, after)``. The bead's scope after the change
+        is checked in the same query: a group bead needs a group the caller belongs to."""
+        scope_ok = (
+            "(new_visibility <> 'group' OR new_group IS NOT NULL) AND "
+            "(new_group IS NULL OR new_group IN my_groups OR (NOT $group_changed AND new_visibility <> 'group'))"
+        )
+        rows = await self.graph.query(
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+            f"WITH b, my_groups, {may_modify('b')} AS may, "
+            "coalesce($changes.visibility, b.visibility) AS new_visibility, "
+            "CASE WHEN $group_changed THEN $changes.group_id ELSE b.group_id END AS new_group "
+            f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before, new_visibility, new_group, "
+            "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current "
+            "FOREACH (_ IN CASE WHEN may AND scope_ok AND current THEN [1] ELSE [] END | "
+            "SET b += $changes, b.version = coalesce(b.version, 1) + 1 "
+            + record("updated", after="b", before="before", text_changed="$text_changed") + ") "
+            "RETURN b, may, scope_ok, current, before, new_visibility, new_group",
+            {
+                "caller": caller, "bead_id": bead_id, "changes": changes, "group_changed": "group_id" in changes,
+                "if_version": if_version, "text_changed": text_changed, **record_params(),
+            },
+        )
+        if not rows:
+            raise NotFound(f"bead {bead_id} not found")
+        node, may, scope_ok, current, before, new_visibility, new_group = rows[0]
+        if not may:
+            raise Forbidden(f"only the creator (or the group's ops) may change bead {bead_id}")
+        if not scope_ok:
+            if new_visibility == "group" and new_group is None:
+                raise InvalidRequest("visibility 'group' needs a group_id")
+            raise NotFound(f"group {new_group} not found")
+        if not current:
+            raise Conflict(
+                f"bead {bead_id} is at version {before.get('version') or 1}, not {if_version}: read it again",
+                {"version": before.get("version") or 1},
+            )
+        return dict(before), dict(node.properties)
+
+    async def delete(self, caller: str, bead_id: str, *, if_version: int | None) -> Props:
+        """Delete the bead and its edges if the caller may; its properties before."""
+        rows = await self.graph.query(
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+            f"WITH b, {may_modify('b')} AS may, properties(b) AS before, "
+            "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current "
+            "FOREACH (_ IN CASE WHEN may AND current THEN [1] ELSE [] END | DETACH DELETE b "
+            + record("deleted", after=None, before="before") + ") "
+            "RETURN may, current, before",
+            {"caller": caller, "bead_id": bead_id, "if_version": if_version, **record_params()},
+        )
+        if not rows:
+            raise NotFound(f"bead {bead_id} not found")
+        may, current, before = rows[0]
+        if not may:
+            raise Forbidden(f"only the creator (or the group's ops) may delete bead {bead_id}")
+        if not current:
+            raise Conflict(
+                f"bead {bead_id} is at version {before.get('version') or 1}, not {if_version}: read it again",
+                {"version": before.get("version") or 1},
+            )
+        return dict(before)
+
+    async def merge_duplicates(
+        self, caller: str, keeper: str, duplicates: list[str], authors: list[str], now: int
+    ) -> int:
+        """One atomic query: archive the duplicates, supersede them by the keeper and record every author
+        on the keeper — only if the caller may modify the keeper and every duplicate. Returns how many
+        duplicates were merged (0 when any of them is out of the caller's reach)."""
+        rows = await self.graph.query(
+            MY_GROUPS + f"MATCH (k:Bead {{bead_id: $keeper}}) WHERE {visible('k')} AND {may_modify('k')} "
+            f"OPTIONAL MATCH (d:Bead) WHERE d.bead_id IN $duplicates AND {visible('d')} AND {may_modify('d')} "
+            "AND d.status = 'active' "
+            "WITH k, collect(d) AS dups WHERE size(dups) = size($duplicates) "
+            "WITH k, dups, properties(k) AS k_before "
+            "FOREACH (d IN dups | "
+            "MERGE (k)-[r:UPDATES]->(d) ON CREATE SET r.created_at = $now, r.created_by = $caller, r.replaces = true, "
+            "r.metadata = '{\"merged_duplicate\": true}' "
+            "SET d.status = 'archived', d.updated_at = $now, d.version = coalesce(d.version, 1) + 1 "
+            + record("updated", after="d", before="d", text_changed="false") + ") "
+            "SET k.corroborated_by = [a IN $authors WHERE a <> k.created_by], k.updated_at = $now, "
+            "k.version = coalesce(k.version, 1) + 1 "
+            + record("updated", after="k", before="k_before", text_changed="false") + " "
+            "RETURN size(dups)",
+            {"caller": caller, "keeper": keeper, "duplicates": duplicates, "authors": authors, "now": now,
+             **record_params()},
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def archive_untouched(self, caller: str, cutoff: int, *, dry_run: bool) -> list[str]:
+        """Active beads the caller may change, neither read nor changed since ``cutoff``: archived
+        (unless ``dry_run``); their ids."""
+        match = (
+            MY_GROUPS + f"MATCH (b:Bead) WHERE b.status = 'active' AND {visible('b')} AND {may_modify('b')} "
+            "AND b.accessed_at < $cutoff AND b.updated_at < $cutoff "
+        )
+        if dry_run:
+            rows = await self.graph.ro_query(
+                match + "RETURN b.bead_id ORDER BY b.bead_id", {"caller": caller, "cutoff": cutoff}
+            )
+        else:
+            rows = await self.graph.query(
+                match + "SET b.status = 'archived', b.version = coalesce(b.version, 1) + 1 "
+                + record("updated", after="b", before="b", text_changed="false")
+                + " RETURN b.bead_id ORDER BY b.bead_id",
+                {"caller": caller, "cutoff": cutoff, **record_params()},
+            )
+        return [row[0] for row in rows]
+
+    # --- system reads and writes (after-commit work, derived indexes) ---------------------------
+
+    async def system_get(self, bead_id: str) -> Props | None:
+        """The bead as stored, for after-commit work whose caller was authorised at commit time."""
+        rows = await self.graph.ro_query("MATCH (b:Bead {bead_id: $bead_id}) RETURN b", {"bead_id": bead_id})
+        return dict(rows[0][0].properties) if rows else None
+
+    async def system_mark_indexed(self, bead_id: str, model: str, scope: str) -> None:
+        await self.graph.query(
+            "MATCH (b:Bead {bead_id: $bead_id}) SET b.vec_model = $model, b.vec_scope = $scope",
+            {"bead_id": bead_id, "model": model, "scope": scope},
+        )
+
+    async def system_mark_indexed_many(self, rows: list[dict[str, str]], model: str) -> None:
+        await self.graph.query(
+            "UNWIND $rows AS row MATCH (b:Bead {bead_id: row.id}) SET b.vec_model = $model, b.vec_scope = row.scope",
+            {"rows": rows, "model": model},
+        )
+
+    async def system_count_unindexed(self, model: str) -> int:
+        rows = await self.graph.ro_query(
+            "MATCH (b:Bead) WHERE b.vec_model IS NULL OR b.vec_model <> $model RETURN count(b)", {"model": model}
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def system_unindexed(self, model: str, skip: Sequence[str], limit: int) -> list[Props]:
+        """Beads without a vector of ``model`` (not among ``skip``), for the repair pass."""
+        rows = await self.graph.ro_query(
+            "MATCH (b:Bead) WHERE (b.vec_model IS NULL OR b.vec_model <> $model) AND NOT b.bead_id IN $skip "
+            "RETURN b LIMIT $limit",
+            {"model": model, "skip": list(skip), "limit": limit},
+        )
+        return [dict(row[0].properties) for row in rows]
+
+    async def system_forget_vectors(self) -> None:
+        """Mark every bead as not embedded (``recall reindex``)."""
+        await self.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
+
+    async def system_link_session_predecessor(self, bead_id: str, note: str) -> None:
+        """``FOLLOWS_FROM`` the previous bead of the same session (idempotent)."""
+        await self.graph.query(
+            "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id IS NOT NULL "
+            "MATCH (prev:Bead {session_id: b.session_id}) "
+            "WHERE prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
+            "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
+            "WITH b, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
+            "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
+            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
+            "r.metadata = $meta",
+            {"bead_id": bead_id, "meta": note},
+        )
+
+    async def system_link_related(self, bead_id: str, similar: list[dict[str, Any]], note: str) -> None:
+        """``RELATED_TO`` each of ``similar`` (``{"id", "sim"}``), idempotent."""
+        await self.graph.query(
+            "MATCH (b:Bead {bead_id: $bead_id}) UNWIND $rows AS row "
+            "MATCH (o:Bead {bead_id: row.id}) "
+            "MERGE (b)-[r:RELATED_TO]->(o) "
+            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.similarity = row.sim, "
+            "r.metadata = $meta",
+            {"bead_id": bead_id, "rows": similar, "meta": note},
+        )

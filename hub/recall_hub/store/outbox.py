@@ -1,0 +1,146 @@
+"""The durable outbox: after-commit work recorded in the same atomic query as the write it follows.
+
+A mutation of a bead adds an ``(:Outbox)`` node in the very query that changes the bead, so the
+graph holds the write and the promise of its follow-up work (vector, keyword index, auto-links,
+change-feed entry, notifications) together, or neither. :mod:`recall_hub.ops.after_commit` carries
+the work out and deletes the entry; an entry left by a crash or a failed step is found again by
+:meth:`OutboxStore.system_due` and retried.
+
+An entry records what the work needs to know about the state *before* the write (the bead's feed
+scope and vector scope then); the state after is read fresh when the work runs, under a per-bead
+lock, so concurrent writes of one bead are worked off one at a time, in commit order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import LockError
+
+from recall_hub.store.graph import GraphStore
+from recall_hub.store.keys import Keys
+from recall_hub.timeutil import now_ms
+
+FEED_SCOPE = (
+    "CASE WHEN {v}.visibility = 'global' THEN 'global' "
+    "WHEN {v}.visibility = 'group' THEN {v}.group_id ELSE null END"
+)
+VECTOR_SCOPE = (
+    "CASE WHEN {v}.visibility = 'global' THEN 'global' "
+    "WHEN {v}.visibility = 'group' THEN 'group:' + {v}.group_id ELSE 'private:' + {v}.created_by END"
+)
+
+
+def feed_scope_of(var: str) -> str:
+    """Cypher: the change-feed scope of the bead (or property map) bound to ``var``; null for private beads."""
+    return FEED_SCOPE.format(v=var)
+
+
+def vector_scope_of(var: str) -> str:
+    """Cypher: the vector-set scope of the bead (or property map) bound to ``var``."""
+    return VECTOR_SCOPE.format(v=var)
+
+
+def record(kind: str, *, after: str | None, before: str | None, text_changed: str = "true") -> str:
+    """A Cypher ``CREATE`` of one outbox entry, to splice into the write it follows.
+
+    ``after`` is the variable holding the bead after the write (None for a delete), ``before`` the
+    property map before it (None for a create). Parameters ``$ob_at`` and ``$caller`` must be bound;
+    the entry id is made by the graph (``randomUUID``), so one query can record many entries.
+    """
+    bead = after or before
+    assert bead is not None
+    old_feed = feed_scope_of(before) if before else "null"
+    new_feed = feed_scope_of(after) if after else "null"
+    old_vec = f"coalesce({before}.vec_scope, {vector_scope_of(before)})" if before else "null"
+    return (
+        "CREATE (:Outbox {entry_id: randomUUID(), at: $ob_at, kind: '" + kind + "', "
+        f"bead_id: {bead}.bead_id, by: $caller, old_feed: {old_feed}, new_feed: {new_feed}, "
+        f"old_vec: {old_vec}, text_changed: {text_changed}, attempts: 0, retry_at: 0, error: ''}})"
+    )
+
+
+def record_params() -> dict[str, Any]:
+    return {"ob_at": now_ms()}
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    entry_id: str
+    at: int
+    kind: str
+    """``created``, ``updated``, ``deleted`` (a bead) or ``attributes`` (only its filter attributes changed)."""
+    bead_id: str
+    by: str
+    old_feed: str | None
+    new_feed: str | None
+    old_vec: str | None
+    text_changed: bool
+    attempts: int
+
+
+_FIELDS = "o.entry_id, o.at, o.kind, o.bead_id, o.by, o.old_feed, o.new_feed, o.old_vec, o.text_changed, o.attempts"
+
+
+def _entry(row: list[Any]) -> OutboxEntry:
+    entry_id, at, kind, bead_id, by, old_feed, new_feed, old_vec, text_changed, attempts = row
+    return OutboxEntry(
+        entry_id, int(at), kind, bead_id, by, old_feed, new_feed, old_vec, bool(text_changed), int(attempts or 0)
+    )
+
+
+class OutboxStore:
+    """System reads and writes of the outbox (the work runs for no caller: it was authorised at commit)."""
+
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = 60.0) -> None:
+        self.graph = graph
+        self.redis = redis
+        self.keys = keys
+        self.lock_ttl_s = lock_ttl_s
+
+    async def system_pending(self, bead_id: str) -> list[OutboxEntry]:
+        """Every unfinished entry of one bead, oldest first."""
+        rows = await self.graph.ro_query(
+            f"MATCH (o:Outbox {{bead_id: $bead_id}}) RETURN {_FIELDS} ORDER BY o.at, o.entry_id",
+            {"bead_id": bead_id},
+        )
+        return [_entry(row) for row in rows]
+
+    async def system_due(self, older_than_ms: int, limit: int) -> list[str]:
+        """Beads with an entry older than ``older_than_ms`` whose retry time has come, oldest first."""
+        rows = await self.graph.ro_query(
+            "MATCH (o:Outbox) WHERE o.at <= $older AND o.retry_at <= $now "
+            "WITH o.bead_id AS bead_id, min(o.at) AS first ORDER BY first LIMIT $limit RETURN bead_id",
+            {"older": older_than_ms, "now": now_ms(), "limit": limit},
+        )
+        return [row[0] for row in rows]
+
+    async def system_depth(self) -> int:
+        rows = await self.graph.ro_query("MATCH (o:Outbox) RETURN count(o)")
+        return int(rows[0][0]) if rows else 0
+
+    async def system_done(self, entry_id: str) -> None:
+        await self.graph.query("MATCH (o:Outbox {entry_id: $id}) DELETE o", {"id": entry_id})
+
+    async def system_failed(self, entry_id: str, error: str, retry_at: int) -> None:
+        await self.graph.query(
+            "MATCH (o:Outbox {entry_id: $id}) SET o.attempts = coalesce(o.attempts, 0) + 1, "
+            "o.error = $error, o.retry_at = $retry_at",
+            {"id": entry_id, "error": error[:500], "retry_at": retry_at},
+        )
+
+    @contextlib.asynccontextmanager
+    async def bead_lock(self, bead_id: str, wait_s: float = 30.0) -> AsyncIterator[bool]:
+        """Hold the bead's work lock (shared by every hub on this Redis); yields False if it is busy."""
+        lock = self.redis.lock(self.keys.lock(f"bead:{bead_id}"), timeout=self.lock_ttl_s, blocking_timeout=wait_s)
+        acquired = await lock.acquire()
+        try:
+            yield bool(acquired)
+        finally:
+            if acquired:
+                with contextlib.suppress(LockError):
+                    await lock.release()
