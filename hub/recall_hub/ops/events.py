@@ -51,16 +51,12 @@ async def apply_event(ctx: HubContext, publisher: str, event: Event) -> None:
     if isinstance(event, SessionStarted | SessionContinued | SessionEnded):
         ai = _acting_ai(publisher, event.ai_id)
         group_id = event.group_id if isinstance(event, SessionStarted) else None
-        if group_id is not None and await groups.role_in(ctx, ai, group_id) is None:
-            raise Forbidden(f"{ai} is not a member of {group_id}")
         state = "ended" if isinstance(event, SessionEnded) else "active"
         await sessions.register_session(ctx, ai, event.session_id, group_id, state)
     elif isinstance(event, SessionMigrated):
         ai = _acting_ai(publisher, event.ai_id)
-        current = await ctx.graph.ro_query(
-            "MATCH (s:Session {session_id: $id}) RETURN s.state, s.migrated_to", {"id": event.old_session_id}
-        )
-        if current and current[0] == ["migrated", event.new_session_id]:
+        current = await ctx.sessions.get(ai, event.old_session_id)
+        if current is not None and (current.state, current.migrated_to) == ("migrated", event.new_session_id):
             return  # already applied
         await sessions.migrate_session_with_memories(
             ctx, ai, MigrateSession(old_session_id=event.old_session_id, new_session_id=event.new_session_id)
@@ -70,17 +66,14 @@ async def apply_event(ctx: HubContext, publisher: str, event: Event) -> None:
         try:
             await groups.create_group(ctx, ai, CreateGroup(name=event.name, group_id=event.group_id))
         except Conflict:
-            rows = await ctx.graph.ro_query(
-                "MATCH (g:Group {group_id: $id}) RETURN g.created_by", {"id": event.group_id}
-            )
-            if not rows or rows[0][0] != ai:
+            if not await ctx.groups.created(ai, event.group_id):
                 raise
     elif isinstance(event, MemberAdded):
         ai = _require_ai(publisher, event.kind)
         await groups.add_member(ctx, ai, AddMember(group_id=event.group_id, ai_id=event.ai_id, role=event.role))
     elif isinstance(event, MemberRemoved):
         ai = _require_ai(publisher, event.kind)
-        if event.ai_id == ai and await groups.role_in(ctx, ai, event.group_id) is None:
+        if event.ai_id == ai and await ctx.groups.role_in(ai, event.group_id) is None:
             return  # already left
         await groups.remove_member(ctx, ai, RemoveMember(group_id=event.group_id, ai_id=event.ai_id))
     elif isinstance(event, OpsTransferred):

@@ -1,8 +1,15 @@
-"""Groups and membership. Only a group's ops changes membership; a member may leave on its own."""
+"""Groups and membership. Only a group's ops changes membership; a member may leave on its own; a
+group always keeps at least one ops (checked inside the query that would change it, see
+:class:`recall_hub.store.groups.GroupStore`).
+
+Group ids: a non-member learns nothing about a group from any reply — neither its content nor, for
+an id the hub issued, whether it exists (see docs/security.md, *Group ids*).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+import secrets
 
 from recall_schemas import (
     AddMember,
@@ -13,126 +20,69 @@ from recall_schemas import (
     GroupList,
     ListGroups,
     ListMembers,
-    Member,
     NotFound,
     RemoveMember,
-    new_id,
 )
 
 from recall_hub.context import HubContext
-from recall_hub.timeutil import from_ms, now_ms
+from recall_hub.store.groups import Refusal
+from recall_hub.timeutil import now_ms
 
-_GROUP_WITH_MEMBERS = (
-    "MATCH (g:Group {group_id: $group_id}) "
-    "OPTIONAL MATCH (m:AI)-[mm:MEMBER_OF]->(g) "
-    "RETURN g, collect([m.ai_id, mm.role, mm.joined_at])"
-)
-
-
-def _group(node: Any, members: list[list[Any]]) -> Group:
-    p = node.properties
-    return Group(
-        group_id=p["group_id"],
-        name=p["name"],
-        created_at=from_ms(p["created_at"]),
-        created_by=p["created_by"],
-        members=sorted(
-            (Member(ai_id=a, role=role, joined_at=from_ms(at)) for a, role, at in members if a is not None),
-            key=lambda m: (m.role != "ops", m.ai_id),
-        ),
-    )
+ISSUED_ID = re.compile(r"^g_[0-9a-f]{32}$")
+"""The form of the group ids the hub issues. A caller may not choose an id of this form, so whether
+such an id exists cannot be probed by trying to create it."""
 
 
-async def _load(ctx: HubContext, group_id: str) -> Group:
-    rows = await ctx.graph.ro_query(_GROUP_WITH_MEMBERS, {"group_id": group_id})
-    if not rows:
-        raise NotFound(f"group {group_id} not found")
-    return _group(rows[0][0], rows[0][1])
+def issue_group_id() -> str:
+    return f"g_{secrets.token_hex(16)}"
+
+
+def _unavailable(group_id: str) -> Conflict:
+    # One reply for every refused id, whoever asks: it says nothing about a group that may hold it.
+    return Conflict(f"group_id {group_id} is not available; leave group_id out to get a fresh one")
 
 
 async def role_in(ctx: HubContext, caller: str, group_id: str) -> str | None:
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI {ai_id: $caller})-[m:MEMBER_OF]->(:Group {group_id: $group_id}) RETURN m.role",
-        {"caller": caller, "group_id": group_id},
-    )
-    return rows[0][0] if rows else None
+    """The caller's role in the group, None for a non-member (kept for the modules that import it)."""
+    return await ctx.groups.role_in(caller, group_id)
 
 
-async def _require_ops(ctx: HubContext, caller: str, group_id: str) -> None:
-    role = await role_in(ctx, caller, group_id)
-    if role is None:
-        raise NotFound(f"group {group_id} not found")
-    if role != "ops":
+def _checked(outcome: Group | Refusal, group_id: str, ai_id: str) -> Group:
+    if isinstance(outcome, Group):
+        return outcome
+    if outcome is Refusal.FORBIDDEN:
         raise Forbidden(f"only the ops of {group_id} may change its membership")
+    if outcome is Refusal.LAST_OPS:
+        raise Conflict(f"{ai_id} is the last ops of {group_id}; hand the role over first")
+    raise NotFound(f"group {group_id} not found")
 
 
 async def create_group(ctx: HubContext, caller: str, req: CreateGroup) -> Group:
-    group_id = req.group_id or new_id("g")
-    now = now_ms()
-    rows = await ctx.graph.query(
-        # FalkorDB 4.16: a leading OPTIONAL MATCH followed by `WITH taken WHERE taken IS NULL` does not
-        # filter (the create ran for an existing id, making a duplicate group); counting does.
-        "OPTIONAL MATCH (taken:Group {group_id: $group_id}) WITH count(taken) AS taken WHERE taken = 0 "
-        "MERGE (me:AI {ai_id: $caller}) "
-        "CREATE (g:Group {group_id: $group_id, name: $name, created_at: $now, created_by: $caller}) "
-        "CREATE (me)-[:MEMBER_OF {role: 'ops', joined_at: $now}]->(g) RETURN g",
-        {"caller": caller, "group_id": group_id, "name": req.name, "now": now},
-    )
-    if not rows:
-        raise Conflict(f"group {group_id} already exists")
-    return await _load(ctx, group_id)
+    if req.group_id is not None and ISSUED_ID.match(req.group_id):
+        raise _unavailable(req.group_id)
+    group_id = req.group_id or issue_group_id()
+    group = await ctx.groups.create(caller, group_id, req.name, now_ms())
+    if group is None:
+        raise _unavailable(group_id)
+    return group
 
 
 async def add_member(ctx: HubContext, caller: str, req: AddMember) -> Group:
-    await _require_ops(ctx, caller, req.group_id)
-    if req.ai_id == caller and req.role.value != "ops" and await _ops_count(ctx, req.group_id) <= 1:
-        raise Conflict(f"{caller} is the last ops of {req.group_id}; hand the role over first")
-    await ctx.graph.query(
-        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF {role: 'ops'}]->(g:Group {group_id: $group_id}) "
-        "MERGE (a:AI {ai_id: $ai_id}) MERGE (a)-[m:MEMBER_OF]->(g) "
-        "ON CREATE SET m.joined_at = $now SET m.role = $role",
-        {"caller": caller, "group_id": req.group_id, "ai_id": req.ai_id, "role": req.role.value, "now": now_ms()},
-    )
-    return await _load(ctx, req.group_id)
-
-
-async def _ops_count(ctx: HubContext, group_id: str) -> int:
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI)-[m:MEMBER_OF {role: 'ops'}]->(:Group {group_id: $group_id}) RETURN count(m)",
-        {"group_id": group_id},
-    )
-    return int(rows[0][0]) if rows else 0
+    outcome = await ctx.groups.set_member(caller, req.group_id, req.ai_id, req.role.value, now_ms())
+    return _checked(outcome, req.group_id, req.ai_id)
 
 
 async def remove_member(ctx: HubContext, caller: str, req: RemoveMember) -> Group:
-    if req.ai_id != caller:
-        await _require_ops(ctx, caller, req.group_id)
-    elif await role_in(ctx, caller, req.group_id) is None:
-        raise NotFound(f"group {req.group_id} not found")
-    # The last ops may not leave: the group would have nobody to manage it.
-    rows = await ctx.graph.query(
-        "MATCH (a:AI {ai_id: $ai_id})-[m:MEMBER_OF]->(g:Group {group_id: $group_id}) "
-        "OPTIONAL MATCH (:AI)-[o:MEMBER_OF {role: 'ops'}]->(g) "
-        "WITH m, m.role = 'ops' AND count(o) <= 1 AS last_ops "
-        "FOREACH (_ IN CASE WHEN last_ops THEN [] ELSE [1] END | DELETE m) RETURN last_ops",
-        {"ai_id": req.ai_id, "group_id": req.group_id},
-    )
-    if rows and rows[0][0]:
-        raise Conflict(f"{req.ai_id} is the last ops of {req.group_id}; hand the role over first")
-    return await _load(ctx, req.group_id)
+    outcome = await ctx.groups.remove_member(caller, req.group_id, req.ai_id)
+    return _checked(outcome, req.group_id, req.ai_id)
 
 
 async def list_members(ctx: HubContext, caller: str, req: ListMembers) -> Group:
-    if await role_in(ctx, caller, req.group_id) is None:
+    group = await ctx.groups.get(caller, req.group_id)
+    if group is None:
         raise NotFound(f"group {req.group_id} not found")
-    return await _load(ctx, req.group_id)
+    return group
 
 
 async def list_groups(ctx: HubContext, caller: str, req: ListGroups) -> GroupList:
-    rows = await ctx.graph.ro_query(
-        "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) "
-        "OPTIONAL MATCH (m:AI)-[mm:MEMBER_OF]->(g) "
-        "RETURN g, collect([m.ai_id, mm.role, mm.joined_at]) ORDER BY g.group_id",
-        {"caller": caller},
-    )
-    return GroupList(groups=[_group(row[0], row[1]) for row in rows])
+    return GroupList(groups=await ctx.groups.mine(caller))
