@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
@@ -96,7 +96,7 @@ def _entry(row: list[Any]) -> OutboxEntry:
 class OutboxStore:
     """System reads and writes of the outbox (the work runs for no caller: it was authorised at commit)."""
 
-    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = 60.0) -> None:
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = 15.0) -> None:
         self.graph = graph
         self.redis = redis
         self.keys = keys
@@ -142,5 +142,6 @@ class OutboxStore:
             yield bool(acquired)
         finally:
             if acquired:
-                with contextlib.suppress(LockError):
+                # A lock that cannot be released (Redis went away) expires by itself after lock_ttl_s.
+                with contextlib.suppress(LockError, RedisError):
                     await lock.release()

@@ -1,5 +1,12 @@
 """The embedded stack: nats-server (JetStream) and redis-server 8 with the FalkorDB module, from
-their wheels, with all data and logs under one directory and persistence on (AOF + JetStream)."""
+their wheels, with all data and logs under one directory and persistence on (AOF + JetStream).
+
+Durability is a setting of the stack (docs/operations.md): ``redis_appendfsync`` (Redis AOF:
+``always`` fsyncs before acknowledging a write, ``everysec`` — the default — once a second, ``no``
+leaves it to the OS) and ``jetstream_sync`` (JetStream: ``always`` fsyncs before acknowledging a
+publish, otherwise a Go duration, by default ``2m``). A process crash loses nothing acknowledged
+either way; a power loss or kernel crash may lose what was acknowledged within the last interval.
+:data:`DURABILITY` names the two presets ``recall up --durability`` and ``recall bench`` offer."""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import ctypes
 import fcntl
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,11 +25,27 @@ import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TypedDict
 
 import platformdirs
 
 log = logging.getLogger(__name__)
+
+APPENDFSYNC = ("always", "everysec", "no")
+_SYNC_INTERVAL = re.compile(r"^(always|[1-9][0-9]*(ms|s|m|h))$")
+
+
+class Durability(TypedDict):
+    redis_appendfsync: str
+    jetstream_sync: str
+
+
+DURABILITY: dict[str, Durability] = {
+    "default": Durability(redis_appendfsync="everysec", jetstream_sync="2m"),
+    "strict": Durability(redis_appendfsync="always", jetstream_sync="always"),
+}
+"""``default``: a power loss may lose ~1 s of acknowledged beads and up to 2 min of acknowledged
+events; ``strict``: nothing acknowledged is lost, at the cost measured by ``recall bench --durability``."""
 
 
 class StackError(RuntimeError):
@@ -99,6 +123,12 @@ class EmbeddedStack:
     redis_port: int = 0
     nats_config: Path | None = None
     """A nats-server config file (the secure mode); its listen port is still given on the command line."""
+    redis_appendfsync: str = "everysec"
+    """Redis ``appendfsync``: always | everysec | no."""
+    jetstream_sync: str = "2m"
+    """JetStream ``sync_interval``: ``always`` or a duration such as ``500ms``, ``1s``, ``2m``."""
+    monitor_port: int | None = None
+    """nats-server's HTTP monitoring port (``/varz`` shows the JetStream sync policy); None: off."""
     _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
     _lock: IO[str] | None = None
@@ -112,6 +142,10 @@ class EmbeddedStack:
         return f"redis://{self.host}:{self.redis_port}"
 
     def start(self, timeout: float = 30.0) -> EmbeddedStack:
+        if self.redis_appendfsync not in APPENDFSYNC:
+            raise StackError(f"redis_appendfsync: one of {', '.join(APPENDFSYNC)}, not {self.redis_appendfsync!r}")
+        if not _SYNC_INTERVAL.fullmatch(self.jetstream_sync):
+            raise StackError(f"jetstream_sync: 'always' or a duration like 1s or 2m, not {self.jetstream_sync!r}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         self.nats_port = self.nats_port or free_port(self.host)
@@ -129,7 +163,7 @@ class EmbeddedStack:
                     "--port", str(self.redis_port),
                     "--dir", str(self.data_dir / "redis"),
                     "--appendonly", "yes",
-                    "--appendfsync", "everysec",
+                    "--appendfsync", self.redis_appendfsync,
                     "--save", "",
                     "--protected-mode", "no",
                     "--loadmodule", falkordb_module,
@@ -142,9 +176,10 @@ class EmbeddedStack:
                 "-js",
                 "-sd", str(self.data_dir / "nats"),
                 "-n", "recall-embedded",
+                "-c", str(self._write_nats_config()),
             ]
-            if self.nats_config is not None:
-                nats_cmd += ["-c", str(self.nats_config)]
+            if self.monitor_port is not None:
+                nats_cmd += ["-m", str(self.monitor_port)]
             nats_proc = self._spawn("nats-server", nats_cmd)
             _wait_for_redis(self.host, self.redis_port, redis_proc, timeout)
             _wait_for_port(self.host, self.nats_port, nats_proc, "nats-server", timeout)
@@ -153,6 +188,18 @@ class EmbeddedStack:
             raise
         log.info("embedded stack up: %s, %s, data in %s", self.nats_url, self.redis_url, self.data_dir)
         return self
+
+    def _write_nats_config(self) -> Path:
+        """The server config: JetStream's sync policy, including the secure config when there is one
+        (nats-server resolves an include relative to the including file)."""
+        path = self.data_dir / "nats-embedded.conf"
+        lines = ["# written by the embedded stack (recall up): rewritten at every start"]
+        if self.nats_config is not None:
+            included = os.path.relpath(self.nats_config.resolve(), path.parent.resolve())
+            lines.append(f'include "{included}"')
+        lines += ["jetstream {", f'  sync_interval: "{self.jetstream_sync}"', "}", ""]
+        path.write_text("\n".join(lines))
+        return path
 
     def _take_lock(self) -> None:
         lock = open(self.data_dir / "stack.lock", "w")
@@ -192,6 +239,21 @@ class EmbeddedStack:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+    def restart(self, name: str, *, kill: bool = False, timeout: float = 30.0) -> None:
+        """Stop one server (``kill``: SIGKILL, as a crash would) and start it again on the same data."""
+        index, proc = next((i, p) for i, (n, p) in enumerate(self._procs) if n == name)
+        if kill:
+            proc.kill()
+        else:
+            proc.terminate()
+        proc.wait(timeout)
+        self._procs.pop(index)
+        fresh = self._spawn(name, [str(a) for a in proc.args])  # type: ignore[union-attr]
+        if name == "redis-server":
+            _wait_for_redis(self.host, self.redis_port, fresh, timeout)
+        else:
+            _wait_for_port(self.host, self.nats_port, fresh, name, timeout)
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()

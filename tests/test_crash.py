@@ -1,0 +1,246 @@
+"""kill -9 during writes: of the hub, of redis/FalkorDB, of the whole `recall up`.
+
+Writers create beads (global, group and private, in sessions) as fast as they can; mid-run a
+process is killed with SIGKILL and started again. Afterwards every acknowledged create is stored
+exactly once and its after-commit work is complete: a vector in its scope, its FOLLOWS_FROM link,
+exactly one `created` entry in its change log; nothing is left in the outbox. No title is ever
+stored twice, acknowledged or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import new_ai
+from recall_client import RecallClient
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.embedders import HashEmbedder
+from recall_hub.store.feed import feed_scope
+from recall_hub.store.vectors import scope_of
+from recall_hub.tooling.stack import EmbeddedStack, free_port
+from recall_schemas import RecallError, new_id
+
+EMBEDDER = {"RECALL_EMBEDDER__KIND": "hash"}  # the same in the hub processes and in the checks below
+WRITERS = 4
+BEFORE_CRASH = 30
+AFTER_CRASH = 30
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **EMBEDDER}
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "recall_hub.tooling.cli", *args], env=_env(), stdin=subprocess.DEVNULL,
+        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+async def _until(what: str, check: Callable[[], object], within: float = 60.0) -> None:
+    """Wait for a condition of the outside world (a process serving, a port free), bounded."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return
+        except (RecallError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within}s")
+        await asyncio.sleep(0.1)
+
+
+@dataclass
+class Load:
+    """Writers creating beads until told to stop; what was acknowledged, by title."""
+
+    nats_url: str
+    group_id: str = ""
+    acked: dict[str, str] = field(default_factory=dict)
+    errors: int = 0
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def start(self, ops: RecallClient, agents: list[str]) -> None:
+        self.group_id = (await ops.create_group("crash crew")).group_id
+        for ai in agents:
+            await ops.add_member(self.group_id, ai)
+        self.tasks = [asyncio.create_task(self._write(ai, n)) for n, ai in enumerate(agents)]
+
+    async def _write(self, ai_id: str, n: int) -> None:
+        session = new_id("s")
+        async with RecallClient(ai_id, self.nats_url, timeout=2.0, retries=1) as client:
+            i = 0
+            while not self.stop.is_set():
+                title = f"crash {n}-{i} {new_id('t')[2:]}"
+                kind = ("global", "group", "private")[i % 3]
+                try:
+                    bead = await client.create_bead(
+                        title, f"written by {ai_id} as number {i}", session_id=session, visibility=kind,
+                        group_id=self.group_id if kind == "group" else None,
+                    )
+                    self.acked[title] = bead.bead_id
+                except RecallError:
+                    self.errors += 1
+                    await asyncio.sleep(0.05)  # the hub is down: do not spin
+                i += 1
+
+    async def reach(self, count: int) -> None:
+        await _until(f"{count} acknowledged creates", lambda: len(self.acked) >= count, within=120)
+
+    async def finish(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.tasks)
+
+
+async def _check(settings: HubSettings, load: Load) -> None:
+    ctx = await HubContext.connect(settings, embedder=HashEmbedder())
+    try:
+        await _until("the outbox drained by the restarted hub", lambda: _drained(ctx), within=90)
+        rows = await ctx.graph.ro_query("MATCH (b:Bead) WHERE b.title STARTS WITH 'crash ' RETURN b")
+        stored: dict[str, list[dict]] = {}
+        for (node,) in rows:
+            stored.setdefault(node.properties["title"], []).append(node.properties)
+        assert [t for t, beads in stored.items() if len(beads) > 1] == []  # never twice
+        assert [t for t in load.acked if t not in stored] == []  # no acknowledged bead lost
+        for title, bead_id in load.acked.items():
+            props = stored[title][0]
+            assert props["bead_id"] == bead_id
+            assert props.get("vec_scope") == scope_of(props), title
+            assert await ctx.vectors.vector(bead_id, scope_of(props)) is not None, title
+        feed: dict[str, list[str]] = {}
+        for scope in ("global", load.group_id):
+            for change in await ctx.feed.read(scope, None, 100_000):
+                if change.action == "created":
+                    feed.setdefault(change.bead_id, []).append(scope)
+        for props in (beads[0] for beads in stored.values()):
+            scope = feed_scope(props)
+            assert feed.get(props["bead_id"], []) == ([scope] if scope else []), props["title"]
+        links = await ctx.graph.ro_query(
+            "MATCH (b:Bead) WHERE b.title STARTS WITH 'crash ' OPTIONAL MATCH (b)-[:FOLLOWS_FROM]->(p:Bead) "
+            "RETURN b.bead_id, b.session_id, b.created_at, count(p)"
+        )
+        firsts = {}
+        for bead_id, session, created, _ in links:
+            if session not in firsts or (created, bead_id) < firsts[session]:
+                firsts[session] = (created, bead_id)
+        unlinked = [b for b, s, _, n in links if n == 0 and firsts[s][1] != b]
+        assert unlinked == []
+    finally:
+        await ctx.aclose()
+
+
+async def _drained(ctx: HubContext) -> bool:
+    return await ctx.outbox.system_depth() == 0
+
+
+@contextlib.asynccontextmanager
+async def _writers(nats_url: str) -> AsyncIterator[Load]:
+    load = Load(nats_url)
+    async with RecallClient(new_ai("o"), nats_url, timeout=10) as ops:
+        async def serving() -> bool:
+            await ops.list_groups()
+            return True
+
+        await _until("a hub serving", serving)
+        await load.start(ops, [new_ai() for _ in range(WRITERS)])
+        try:
+            yield load
+        finally:
+            await load.finish()
+
+
+def _settings(stack_nats: str, redis_url: str, graph: str) -> HubSettings:
+    return HubSettings(nats_url=stack_nats, falkordb_url=redis_url, redis_url=redis_url, graph_name=graph)
+
+
+def _hub_args(settings: HubSettings) -> list[str]:
+    return ["hub", "--nats", settings.nats_url, "--falkordb", settings.falkordb_url, "--redis", settings.redis_url,
+            "--graph", settings.graph_name]
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+async def test_kill_9_of_the_hub_during_writes_loses_and_duplicates_nothing(tmp_path: Path):
+    with EmbeddedStack(tmp_path / "stack") as stack:
+        settings = _settings(stack.nats_url, stack.redis_url, "crash_hub")
+        hub = _spawn(_hub_args(settings), tmp_path / "hub.log")
+        try:
+            async with _writers(stack.nats_url) as load:
+                await load.reach(BEFORE_CRASH)
+                _kill(hub)
+                hub = _spawn(_hub_args(settings), tmp_path / "hub.log")
+                await load.reach(len(load.acked) + AFTER_CRASH)
+            await _check(settings, load)
+        finally:
+            _stop(hub)
+
+
+async def test_kill_9_of_redis_and_falkordb_during_writes_loses_and_duplicates_nothing(tmp_path: Path):
+    with EmbeddedStack(tmp_path / "stack") as stack:
+        settings = _settings(stack.nats_url, stack.redis_url, "crash_redis")
+        hub = _spawn(_hub_args(settings), tmp_path / "hub.log")
+        try:
+            async with _writers(stack.nats_url) as load:
+                await load.reach(BEFORE_CRASH)
+                stack.restart("redis-server", kill=True)
+                await load.reach(len(load.acked) + AFTER_CRASH)
+            await _check(settings, load)
+        finally:
+            _stop(hub)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+async def test_kill_9_of_recall_up_during_writes_loses_and_duplicates_nothing(tmp_path: Path):
+    nats_port, redis_port = free_port(), free_port()
+    args = ["up", "--data-dir", str(tmp_path / "up"), "--nats-port", str(nats_port), "--redis-port", str(redis_port)]
+    nats_url, redis_url = f"nats://127.0.0.1:{nats_port}", f"redis://127.0.0.1:{redis_port}"
+    up = _spawn(args, tmp_path / "up.log")
+    try:
+        async with _writers(nats_url) as load:
+            await load.reach(BEFORE_CRASH)
+            _kill(up)  # its servers get SIGTERM from the kernel (they die with their parent)
+            await _until("the old servers gone", lambda: _port_free(nats_port) and _port_free(redis_port))
+            up = _spawn(args, tmp_path / "up.log")
+            await load.reach(len(load.acked) + AFTER_CRASH)
+        await _check(_settings(nats_url, redis_url, HubSettings().graph_name), load)
+    finally:
+        _stop(up)
+
+
+pytestmark = pytest.mark.timeout(240)
