@@ -68,8 +68,9 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
         vector = await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "created" and props is not None:
         await _auto_link(ctx, props, vector)
-    exists = entry.kind != "deleted"
-    for scope, action in actions(entry.old_feed, entry.new_feed, exists):
+    if entry.kind == "attributes":
+        return  # a move between sessions: filters follow, the change log does not record it
+    for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind != "deleted"):
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
         snapshot = props if props is not None and feed_scope(props) == scope else None
         change = await ctx.feed.append_once(

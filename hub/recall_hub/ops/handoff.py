@@ -27,8 +27,8 @@ from recall_schemas.coordination import (
 )
 
 from recall_hub.context import HubContext
+from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.ops.agent_state import merged
-from recall_hub.ops.indexing import index_beads
 from recall_hub.retrieval.search import pack, render
 from recall_hub.store.records import content_hash
 from recall_hub.timeutil import now_ms
@@ -75,7 +75,7 @@ async def transfer_ops(ctx: HubContext, caller: str, req: TransferOps) -> Handof
             "importance": 9, "tags": ["handoff"], "created_at": now, "updated_at": now, "accessed_at": now,
             "created_by": caller, "group_id": req.group_id, "visibility": "group",
             "metadata": json.dumps({"handoff_id": handoff_id, "to_ops": req.to_agent}), "status": "active",
-            "provenance": "authored", "corroborated_by": [],
+            "provenance": "authored", "corroborated_by": [], "version": 1,
         }
         done = await ctx.handoffs.transfer(
             caller, to=req.to_agent, group_id=req.group_id, handoff_id=handoff_id, bead=bead,
@@ -96,15 +96,11 @@ async def transfer_ops(ctx: HubContext, caller: str, req: TransferOps) -> Handof
 
 
 async def _after_transfer(ctx: HubContext, handoff: Handoff, bead: dict[str, Any]) -> None:
-    """Committed already: embed the handoff bead, log the change, deliver the brief to the new ops."""
+    """Committed already, with its outbox entry: settle the handoff bead's follow-up (vector, change
+    log), then deliver the brief to the new ops — a live hint; the handoff record and the brief stay
+    readable (``handoff_brief``) whatever happens to the notification."""
+    await settle_quietly(ctx, bead["bead_id"])
     try:
-        await index_beads(ctx, [bead])
-        change = await ctx.feed.append_once(
-            f"handoff:{handoff.handoff_id}", handoff.group_id, "created", bead["bead_id"], handoff.from_ops,
-            bead["created_at"], bead,
-        )
-        if change is not None:
-            await ctx.feed.fan_out(change)
         brief = await handoff_brief(ctx, handoff.to_ops, GetHandoffBrief(group_id=handoff.group_id))
         await ctx.feed.notify(handoff.to_ops, Notification(kind="handoff", handoff=handoff, brief=brief))
     except Exception:

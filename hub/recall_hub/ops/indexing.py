@@ -70,16 +70,6 @@ async def sync_bead_vector(
     return vector
 
 
-async def refresh_attributes(ctx: HubContext, props: Mapping[str, Any]) -> None:
-    """Best-effort refresh of a bead's filter attributes (the graph re-checks every hit anyway)."""
-    scope = props.get("vec_scope")
-    if scope and props.get("vec_model") == ctx.vectors.model_id:
-        try:
-            await ctx.vectors.set_attributes(props["bead_id"], scope, attributes(props))
-        except RecallError as exc:
-            log.warning("could not refresh vector attributes of %s: %s", props["bead_id"], exc)
-
-
 async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: np.ndarray | None = None) -> int:
     """Embed (unless given) and store the vectors of ``beads`` in bulk, then mark them in the graph.
 

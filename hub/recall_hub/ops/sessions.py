@@ -18,7 +18,7 @@ from recall_schemas.coordination import (
 )
 
 from recall_hub.context import HubContext
-from recall_hub.ops.indexing import refresh_attributes
+from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.timeutil import now_ms
 
 
@@ -54,7 +54,7 @@ async def migrate_session_with_memories(ctx: HubContext, caller: str, req: Migra
         raise Forbidden(f"session {req.new_session_id} belongs to another identity")
     count, beads = moved
     for props in beads:
-        await refresh_attributes(ctx, props)
+        await settle_quietly(ctx, props["bead_id"])
     return MigrationResult(old_session_id=req.old_session_id, new_session_id=req.new_session_id, migrated_beads=count)
 
 

@@ -15,6 +15,7 @@ from recall_schemas.coordination import AIState, Handoff
 
 from recall_hub.store.agents import state_json
 from recall_hub.store.graph import GraphStore
+from recall_hub.store.outbox import record, record_params
 from recall_hub.store.records import bead_from_props
 from recall_hub.store.visibility import MY_GROUPS, visible
 from recall_hub.timeutil import from_ms
@@ -112,7 +113,7 @@ class HandoffStore:
             "WITH fr, to, tr, taken WHERE taken IS NULL AND coalesce(to.state_version, 0) = $to_version "
             "SET fr.role = 'agent', tr.role = 'ops', "
             "to.state = $to_state, to.state_updated_at = $now, to.state_version = $to_version + 1 "
-            "CREATE (h:Bead) SET h = $bead "
+            "CREATE (h:Bead) SET h = $bead " + record("created", after="h", before=None) + " "
             "CREATE (ho:Handoff {handoff_id: $handoff_id, group_id: $group_id, from_ops: $caller, to_ops: $to, "
             "handoff_bead_id: $bead_id, status: 'pending', created_at: $now}) "
             "WITH h, ho OPTIONAL MATCH (s:Bead) WHERE s.bead_id IN $summarised AND s.group_id = $group_id "
@@ -124,7 +125,7 @@ class HandoffStore:
             {
                 "caller": caller, "to": to, "group_id": group_id, "handoff_id": handoff_id,
                 "bead_id": bead["bead_id"], "bead": bead, "now": now, "summarised": list(summarised),
-                "to_version": to_version, "to_state": state_json(to_state),
+                "to_version": to_version, "to_state": state_json(to_state), **record_params(),
             },
         )
         if not rows:

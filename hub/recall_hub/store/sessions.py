@@ -14,6 +14,7 @@ from typing import Any, Literal
 from recall_schemas.coordination import Session
 
 from recall_hub.store.graph import GraphStore
+from recall_hub.store.outbox import record, record_params
 from recall_hub.store.visibility import MY_GROUPS, visible
 from recall_hub.timeutil import from_ms
 
@@ -126,9 +127,10 @@ class SessionStore:
             "SET old.state = 'migrated', old.migrated_to = $new "
             f"WITH my_groups, old OPTIONAL MATCH (b:Bead {{session_id: $old}}) WHERE {visible('b')} "
             "WITH old, collect(b) AS beads "  # grouped by old: no row at all when old was refused
-            "FOREACH (x IN beads | SET x.session_id = $new, x.updated_at = $now) "
+            "FOREACH (x IN beads | SET x.session_id = $new, x.updated_at = $now "
+            + record("attributes", after="x", before="x", text_changed="false") + ") "
             "RETURN size(beads), [x IN beads | properties(x)]",
-            {"old": old, "new": new, "caller": caller, "now": now},
+            {"old": old, "new": new, "caller": caller, "now": now, **record_params()},
         )
         if not rows:
             return None
