@@ -29,7 +29,7 @@ class HubSettings(BaseSettings):
         description="Requests of one identity a hub process runs at once; its others wait their turn in line",
     )
     caller_max_requests: int = Field(
-        default=256, ge=1,
+        default=1024, ge=1,
         description="Requests of one identity a hub process holds (running or waiting); more: `unavailable` (busy)",
     )
     caller_max_bytes: int = Field(

@@ -1,8 +1,17 @@
-"""The NATS edge of the hub: subjects, payload decoding, error replies. No domain logic here.
+"""The NATS edge of the hub: subjects, headers, payload decoding, error replies, and fair admission of
+each caller's requests. No domain logic here.
 
 Each operation is an endpoint of one NATS micro service (discovery and stats via ``$SRV``) on
 ``recall.v1.req.*.<op>`` in the ``recall-hub`` queue group, so hub processes share the load. The
 caller is the subject's fourth token; NATS permissions make that token unforgeable.
+
+A request passes four checks in the subscription callback, which never waits, so the hub keeps reading
+its socket however busy it is (a NATS server disconnects a reader that falls 64 MB behind): the reply
+inbox (under auth), its ``Recall-Deadline``, its size, and its caller's admission — the requests and
+bytes that identity already has in this process (:class:`CallerLimits`). Over the limit, the caller gets
+``unavailable`` (busy) at once, and nobody else is slowed down. An admitted request then runs in its own
+task once its caller has a free running slot (``caller_max_running``) and the process one
+(``max_concurrency``), unless its deadline passed while it waited: then it is skipped.
 """
 
 from __future__ import annotations
@@ -10,13 +19,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.micro import add_service
 from nats.micro.request import Request
-from nats.micro.service import EndpointConfig, Service, ServiceConfig
+from nats.micro.service import Endpoint, EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 from recall_schemas import (
     OPERATIONS,
@@ -25,13 +37,17 @@ from recall_schemas import (
     InvalidRequest,
     PayloadTooLarge,
     RecallError,
+    RecallTimeout,
+    Unavailable,
 )
 from recall_schemas.ids import AI_ID_PATTERN
+from recall_schemas.requests import DEADLINE_HEADER
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
 
 from recall_hub.context import HubContext
 from recall_hub.ops.dispatch import dispatch
 from recall_hub.store.audit import bead_ids_of
+from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +72,31 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> bytes:
-    """Decode, authorise by subject, run, encode. Raises only :class:`RecallError`."""
+def caller_token(subject: str) -> str:
+    """The caller of a request subject, or :class:`InvalidRequest` if it is not an AI id."""
     try:
         caller = caller_of(subject)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
     if not _AI_ID.fullmatch(caller):
         raise InvalidRequest(f"caller id {caller!r} in the subject is not an AI id")
+    return caller
+
+
+def deadline_of(headers: Mapping[str, str] | None) -> int | None:
+    """The request's ``Recall-Deadline`` (Unix epoch ms), None without one."""
+    raw = headers.get(DEADLINE_HEADER) if headers else None
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequest(f"header {DEADLINE_HEADER} must be Unix epoch milliseconds, not {raw[:40]!r}") from None
+
+
+async def handle(ctx: HubContext, op: str, subject: str, payload: bytes) -> bytes:
+    """Decode, authorise by subject, run, encode. Raises only :class:`RecallError`."""
+    caller = caller_token(subject)
     if len(payload) > ctx.settings.max_payload_bytes:
         raise PayloadTooLarge(
             f"payload of {len(payload)} bytes exceeds the limit of {ctx.settings.max_payload_bytes}"
@@ -99,6 +132,107 @@ def reply_inbox_ok(subject: str, reply: str | None) -> bool:
     return bool(reply) and str(reply).startswith(f"{inbox_prefix(caller)}.")
 
 
+# --- fairness between identities ---------------------------------------------------------------------
+
+
+class _Caller:
+    """What one identity has in progress in this process."""
+
+    __slots__ = ("bytes", "requests", "running")
+
+    def __init__(self, max_running: int) -> None:
+        self.requests = 0
+        self.bytes = 0
+        self.running = asyncio.Semaphore(max_running)
+
+
+class CallerLimits:
+    """Per-identity admission: the requests and payload bytes one caller may have in progress (running or
+    waiting) are capped — beyond, :class:`Unavailable` with ``details.reason == "busy"`` at once — and only
+    ``max_running`` of them run at the same time, so one identity's flood never takes every slot.
+
+    A request is always admitted when its caller has nothing else in progress, whatever its size (the
+    payload limit bounds it). Callers with nothing in progress are forgotten.
+    """
+
+    def __init__(self, max_running: int, max_requests: int, max_bytes: int) -> None:
+        self.max_running = max_running
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self._callers: dict[str, _Caller] = {}
+
+    def admit(self, caller: str, size: int) -> _Caller:
+        state = self._callers.get(caller)
+        if state is None:
+            state = self._callers[caller] = _Caller(self.max_running)
+        elif state.requests >= self.max_requests or state.bytes + size > self.max_bytes:
+            raise Unavailable(
+                f"busy: {caller} already has {state.requests} requests ({state.bytes} bytes) in progress "
+                f"at this hub (limits {self.max_requests} requests, {self.max_bytes} bytes); retry later",
+                {
+                    "reason": "busy",
+                    "in_progress": state.requests,
+                    "in_progress_bytes": state.bytes,
+                    "max_requests": self.max_requests,
+                    "max_bytes": self.max_bytes,
+                },
+            )
+        state.requests += 1
+        state.bytes += size
+        return state
+
+    def release(self, caller: str, state: _Caller, size: int) -> None:
+        state.requests -= 1
+        state.bytes -= size
+        if state.requests == 0 and self._callers.get(caller) is state:
+            del self._callers[caller]
+
+    def in_progress(self, caller: str) -> tuple[int, int]:
+        """``(requests, bytes)`` the caller has in progress."""
+        state = self._callers.get(caller)
+        return (state.requests, state.bytes) if state else (0, 0)
+
+
+# --- the micro endpoints -----------------------------------------------------------------------------
+
+
+class HubEndpoint(Endpoint):
+    """A ``nats.micro`` endpoint with the hub's subscription limits and honest statistics.
+
+    ``Endpoint`` subscribes with nats-py's defaults (512k messages / 128 MB pending per subscription) and
+    times only its handler, which here hands the request to a task in microseconds and never fails. This
+    one subscribes with ``endpoint_pending_msgs/bytes`` and is told, by :meth:`record`, when each request
+    was answered and whether with an error, so ``$SRV.STATS`` shows real processing times and errors.
+    """
+
+    def __init__(self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int) -> None:
+        super().__init__(service, config)
+        self.pending_msgs = pending_msgs
+        self.pending_bytes = pending_bytes
+
+    async def _start(self) -> None:
+        assert not self._subscription
+        self._subscription = await self._service._client.subscribe(
+            subject=self._subject,
+            queue=self._queue_group,
+            cb=self._handle_request,
+            pending_msgs_limit=self.pending_msgs,
+            pending_bytes_limit=self.pending_bytes,
+        )
+
+    async def _handle_request(self, msg: Msg) -> None:
+        await self._handler(Request(msg))
+
+    def record(self, started_ns: int, error: str | None) -> None:
+        """One request answered (or dropped), ``started_ns`` (``perf_counter_ns``) after it arrived."""
+        self._num_requests += 1
+        self._processing_time += time.perf_counter_ns() - started_ns
+        self._average_processing_time = self._processing_time // self._num_requests
+        if error is not None:
+            self._num_errors += 1
+            self._last_error = error  # type: ignore[assignment]
+
+
 class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
@@ -107,9 +241,11 @@ class HubService:
         self.nc = nc
         self.version = version
         self._service: Service | None = None
-        self._slots = asyncio.Semaphore(ctx.settings.max_concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
         settings = ctx.settings
+        self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self.limits = CallerLimits(settings.caller_max_running, settings.caller_max_requests, settings.caller_max_bytes)
+        self.endpoints: dict[str, HubEndpoint] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._private_inboxes = bool(settings.auth_required or settings.nats_creds or settings.nats_user)
         """Under NATS auth, answer only into the caller's own inbox (see :func:`reply_inbox_ok`)."""
         self.repaired: asyncio.Task[int] | None = None
@@ -118,7 +254,7 @@ class HubService:
 
     async def start(self) -> None:
         self.ctx.feed.notifier = self.nc.publish
-        self._service = await add_service(
+        service = self._service = await add_service(
             self.nc,
             ServiceConfig(
                 name=SERVICE_NAME,
@@ -127,44 +263,92 @@ class HubService:
                 queue_group=HUB_QUEUE_GROUP,
             ),
         )
+        settings = self.ctx.settings
         for op in OPERATIONS:
-            await self._service.add_endpoint(
-                EndpointConfig(name=op, subject=endpoint_subject(op), handler=self._endpoint(op))
+            # What Service.add_endpoint does, with the hub's endpoint class.
+            config = EndpointConfig(
+                name=op, subject=endpoint_subject(op), handler=self._handler(op), queue_group=HUB_QUEUE_GROUP
             )
+            endpoint = HubEndpoint(service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes)
+            self.endpoints[op] = endpoint
+            await endpoint._start()
+            service._endpoints.append(endpoint)
         log.info("hub serving %d operations on %s", len(OPERATIONS), endpoint_subject("<op>"))
 
-    def _endpoint(self, op: str):  # type: ignore[no-untyped-def]
+    def _handler(self, op: str) -> Callable[[Request], Awaitable[None]]:
         async def on_request(request: Request) -> None:
+            # NATS runs one subscription's callbacks one at a time, and a hub that stops reading its socket
+            # is cut off by the server: decide at once, and leave the waiting and the work to a task.
+            started = time.perf_counter_ns()
+            endpoint = self.endpoints[op]
             if self._private_inboxes and not reply_inbox_ok(request.subject, request._msg.reply):
                 log.warning("dropped %s on %s: reply subject %r is not the caller's inbox", op, request.subject,
                             request._msg.reply)
+                endpoint.record(started, "dropped: the reply subject is not the caller's inbox")
                 return
-            # NATS runs one subscription's callbacks one at a time; hand each request to its own task
-            # so a slow query never holds up the next request.
-            await self._slots.acquire()
-            task = asyncio.create_task(self._serve(op, request))
+            size = len(request.data)
+            try:
+                caller = caller_token(request.subject)
+                deadline = deadline_of(request.headers)
+                self._check_deadline(deadline, "arrival")
+                if size > self.ctx.settings.max_payload_bytes:
+                    raise PayloadTooLarge(
+                        f"payload of {size} bytes exceeds the limit of {self.ctx.settings.max_payload_bytes}"
+                    )
+                admitted = self.limits.admit(caller, size)
+            except RecallError as exc:
+                endpoint.record(started, _describe(exc))
+                try:
+                    await _answer_error(request, exc)
+                except Exception:
+                    log.exception("could not reply to %s", op)
+                return
+            task = asyncio.create_task(self._serve(op, request, started, caller, admitted, size, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         return on_request
 
-    async def _serve(self, op: str, request: Request) -> None:
+    def _check_deadline(self, deadline: int | None, stage: str) -> None:
+        """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
+        if deadline is None:
+            return
+        now = now_ms()
+        if now > deadline + self.ctx.settings.deadline_grace_ms:
+            raise RecallTimeout(
+                f"skipped: the caller's deadline passed {now - deadline} ms before the hub could start it",
+                {"reason": "deadline", "stage": stage, "deadline": deadline, "hub_time": now},
+            )
+
+    async def _serve(
+        self, op: str, request: Request, started: int, caller: str, admitted: _Caller, size: int,
+        deadline: int | None,
+    ) -> None:
+        error: str | None = None
         try:
             try:
-                body = await handle(self.ctx, op, request.subject, request.data)
+                async with admitted.running, self._slots:
+                    self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
+                    body = await handle(self.ctx, op, request.subject, request.data)
             except RecallError as exc:
-                await _respond_error(request, exc)
+                error = _describe(exc)
+                await _answer_error(request, exc)
                 return
             except Exception:
                 ref = uuid.uuid4().hex[:12]
                 log.exception("internal error %s in %s", ref, op)
-                await _respond_error(request, InternalError(f"internal error (ref {ref})", {"ref": ref}))
+                internal = InternalError(f"internal error (ref {ref})", {"ref": ref})
+                error = _describe(internal)
+                await _answer_error(request, internal)
                 return
-            await request.respond(body)
-        except Exception:
+            if request._msg.reply:
+                await request.respond(body)
+        except Exception as failure:
             log.exception("could not reply to %s", op)
+            error = error or f"reply failed: {type(failure).__name__}"
         finally:
-            self._slots.release()
+            self.limits.release(caller, admitted, size)
+            self.endpoints[op].record(started, error)
 
     async def stop(self) -> None:
         if self._service is not None:
@@ -173,8 +357,12 @@ class HubService:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-async def _respond_error(request: Request, exc: RecallError) -> None:
+def _describe(exc: RecallError) -> str:
+    return f"{ERROR_STATUS[exc.code.value]} {exc.code.value}: {exc.message}"[:500]
+
+
+async def _answer_error(request: Request, exc: RecallError) -> None:
+    if not request._msg.reply:  # nobody is waiting for it
+        return
     reply: ErrorReply = exc.to_reply()
-    await request.respond_error(
-        ERROR_STATUS[exc.code.value], exc.code.value, reply.model_dump_json().encode()
-    )
+    await request.respond_error(ERROR_STATUS[exc.code.value], exc.code.value, reply.model_dump_json().encode())
