@@ -5,6 +5,7 @@ carry versions for safe concurrent changes, vectors sit in exactly one scope, an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -250,3 +251,44 @@ async def test_updates_and_deletes_record_their_work_in_the_same_step(isolated):
     assert await _scopes_holding(ctx, bead.bead_id, ["global", f"private:{owner}"]) == []
     log = [(c.action, c.bead_id) for c in await ctx.feed.read("global", None, 100)]
     assert log == [("created", bead.bead_id), ("deleted", bead.bead_id)]
+
+
+# --- one Redis, several hubs (RECALL_GRAPH_NAME) ---------------------------------------------
+
+
+async def test_two_graph_names_share_nothing_through_redis(settings: HubSettings):
+    from recall_hub.ops.changes import changes_since
+    from recall_hub.ops.kv import learn, recall
+    from recall_schemas import NotFound
+    from recall_schemas.coordination import ChangesSince, Learn, Recall
+
+    hubs = [
+        await HubContext.connect(settings.model_copy(update={"graph_name": f"iso_{new_id('x')[2:]}"}),
+                                 embedder=HashEmbedder(dim=32))
+        for _ in range(2)
+    ]
+    one, two = hubs
+    ai = new_ai()
+    try:
+        await learn(one, ai, Learn(key="deploy", value="blue-green"))
+        bead = await create_bead(one, ai, CreateBead(title="only in the first hub", visibility="global"))
+        with pytest.raises(NotFound):
+            await recall(two, ai, Recall(key="deploy"))
+        assert [c.bead_id for c in (await changes_since(one, ai, ChangesSince(scope="global"))).changes] == [
+            bead.bead_id]
+        assert (await changes_since(two, ai, ChangesSince(scope="global"))).changes == []
+        assert await one.vectors.scope_sizes() == {"global": 1}
+        assert await two.vectors.scope_sizes() == {}
+        await one.audit.record(ai, "create_bead", True, "ok", [bead.bead_id])
+        assert len(await one.audit.entries(ai_id=ai)) == 1
+        assert await two.audit.entries(ai_id=ai) == []
+        keys_one = {k async for k in one.redis.scan_iter(match=one.keys.pattern())}
+        keys_two = {k async for k in two.redis.scan_iter(match=two.keys.pattern())}
+        assert keys_one and not keys_one & keys_two
+    finally:
+        for ctx in hubs:
+            with contextlib.suppress(Exception):
+                await ctx.graph.graph.delete()
+            async for key in ctx.redis.scan_iter(match=ctx.keys.pattern()):
+                await ctx.redis.delete(key)
+            await ctx.aclose()
