@@ -80,6 +80,7 @@ from .events import EventPublisher
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+_CHANGES_PAGE = 200
 ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 
 
@@ -388,21 +389,33 @@ class RecallClient:
         request = _build(GetContext, query=query, max_tokens=max_tokens, **options)
         return await self.call("context", request, ContextBlock)
 
+    async def _listing(self, op: str, model: type[BaseModel], limit: int, **fields: Any) -> list[MemoryBead]:
+        """Up to ``limit`` beads of a listing, page after page: a page cut to fit the bus says
+        ``truncated``, and its ``next_cursor`` continues the listing after its last bead."""
+        beads: list[MemoryBead] = []
+        request = _build(model, limit=limit, **fields)  # a first page names no cursor
+        while True:
+            reply = await self.call(op, request, BeadList)
+            beads.extend(reply.beads)
+            if len(beads) >= limit or reply.next_cursor is None or not reply.beads:
+                return beads
+            request = _build(model, limit=limit - len(beads), cursor=reply.next_cursor, **fields)
+
     async def get_by_session(self, session_id: str, limit: int = 100) -> list[MemoryBead]:
-        reply = await self.call("get_by_session", _build(GetBySession, session_id=session_id, limit=limit), BeadList)
-        return reply.beads
+        """The visible beads of a session, oldest first: up to ``limit`` (paged for you)."""
+        return await self._listing("get_by_session", GetBySession, limit, session_id=session_id)
 
     async def get_by_group(self, group_id: str, limit: int = 100) -> list[MemoryBead]:
-        reply = await self.call("get_by_group", _build(GetByGroup, group_id=group_id, limit=limit), BeadList)
-        return reply.beads
+        """The beads of a group, newest first: up to ``limit`` (paged for you)."""
+        return await self._listing("get_by_group", GetByGroup, limit, group_id=group_id)
 
     async def get_by_tag(self, tag: str, limit: int = 100) -> list[MemoryBead]:
-        reply = await self.call("get_by_tag", _build(GetByTag, tag=tag, limit=limit), BeadList)
-        return reply.beads
+        """Visible beads with ``tag``, newest first: up to ``limit`` (paged for you)."""
+        return await self._listing("get_by_tag", GetByTag, limit, tag=tag)
 
     async def get_recent(self, limit: int = 10, since: datetime | None = None) -> list[MemoryBead]:
-        reply = await self.call("get_recent", _build(GetRecent, limit=limit, since=since), BeadList)
-        return reply.beads
+        """The most recent visible beads (created at or after ``since``): up to ``limit``, paged for you."""
+        return await self._listing("get_recent", GetRecent, limit, **({"since": since} if since else {}))
 
     # --- relationships ----------------------------------------------------------------------------
 
@@ -417,7 +430,11 @@ class RecallClient:
         self, bead_id: str, rel_type: RelType | str | None = None, direction: str = "both"
     ) -> list[Relationship]:
         request = _build(GetRelationships, bead_id=bead_id, rel_type=rel_type, direction=direction)
-        return (await self.call("get_relationships", request, RelationshipList)).relationships
+        reply = await self.call("get_relationships", request, RelationshipList)
+        if reply.truncated:
+            log.warning("get_relationships(%s): %d edges returned, the rest did not fit the bus",
+                        bead_id, len(reply.relationships))
+        return reply.relationships
 
     async def traverse_graph(
         self,
@@ -458,8 +475,17 @@ class RecallClient:
         return await self.call("deduplicate_beads", request, DuplicateReport)
 
     async def rank_by_importance(self, bead_ids: Sequence[str]) -> list[MemoryBead]:
-        request = _build(RankByImportance, bead_ids=list(bead_ids))
-        return (await self.call("rank_by_importance", request, BeadList)).beads
+        """The visible ones of ``bead_ids``, most important first. A reply cut to fit the bus holds the
+        most important ones; the rest are ranked by further requests and follow them."""
+        ranked: list[MemoryBead] = []
+        remaining = list(bead_ids)
+        while True:
+            reply = await self.call("rank_by_importance", _build(RankByImportance, bead_ids=remaining), BeadList)
+            ranked.extend(reply.beads)
+            returned = {bead.bead_id for bead in reply.beads}
+            remaining = [i for i in remaining if i not in returned]
+            if not reply.truncated or not reply.beads or not remaining:
+                return ranked
 
     async def decay_old_memories(self, threshold_days: float = 90, dry_run: bool = False) -> DecayReport:
         request = _build(DecayOldMemories, threshold_days=threshold_days, dry_run=dry_run)
@@ -572,11 +598,13 @@ class RecallClient:
         try:
             cursor = since
             while True:
-                batch = await self.changes_since(scope, cursor)
+                batch = await self.changes_since(scope, cursor, limit=_CHANGES_PAGE)
                 for change in batch.changes:
                     yield change
                 cursor = batch.cursor
-                if len(batch.changes) < 200:
+                # A batch cut to fit the bus says so (its cursor is its last change); a full one may
+                # have more behind it.
+                if not batch.truncated and len(batch.changes) < _CHANGES_PAGE:
                     break
             while True:
                 change = await queue.get()

@@ -181,6 +181,9 @@ class UnifiedRecall(WireModel):
 class UnifiedRecallResult(WireModel):
     entries: list[KVEntry] = Field(description="Key-value memories whose key or value matches")
     beads: SearchResult
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 class PromoteToBead(WireModel):
@@ -226,6 +229,11 @@ class ChangesSince(WireModel):
 class ChangeBatch(WireModel):
     changes: list[Change]
     cursor: str | None = Field(description="Pass back to continue; none when the scope has no changes yet")
+    truncated: bool = Field(
+        default=False,
+        description="Cut to fit the bus's max payload: more changes follow `cursor` (the last one included); "
+        "a change whose bead alone would not fit comes without its `bead`",
+    )
 
 
 class Notification(WireModel):

@@ -91,3 +91,6 @@ class GraphNode(WireModel):
 class Subgraph(WireModel):
     nodes: list[GraphNode]
     edges: list[Relationship]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )

@@ -109,6 +109,13 @@ class Deleted(WireModel):
 
 class BeadList(WireModel):
     beads: list[MemoryBead]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
+    next_cursor: str | None = Field(
+        default=None,
+        description="Listings: more beads follow; pass it as `cursor` to continue after the last one returned",
+    )
 
 
 # --- search and listing ------------------------------------------------------------------------
@@ -168,26 +175,39 @@ class SearchHit(WireModel):
 class SearchResult(WireModel):
     hits: list[SearchHit]
     tokens: int | None = Field(default=None, description="Tokens of the returned beads when max_tokens was set")
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
+
+
+ListCursor = Annotated[
+    str,
+    Field(pattern=r"^[0-9]{1,19}:b_[a-z0-9]{4,32}$", description="Opaque: a listing's `next_cursor`, passed back"),
+]
 
 
 class GetBySession(WireModel):
     session_id: SessionId
     limit: Limit = 100
+    cursor: ListCursor | None = None
 
 
 class GetByGroup(WireModel):
     group_id: GroupId
     limit: Limit = 100
+    cursor: ListCursor | None = None
 
 
 class GetByTag(WireModel):
     tag: Tag
     limit: Limit = 100
+    cursor: ListCursor | None = None
 
 
 class GetRecent(WireModel):
     limit: Limit = 10
     since: datetime | None = None
+    cursor: ListCursor | None = None
 
 
 # --- relationships and graph -------------------------------------------------------------------
@@ -214,6 +234,9 @@ class GetRelationships(WireModel):
 
 class RelationshipList(WireModel):
     relationships: list[Relationship]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 class TraverseGraph(WireModel):
@@ -251,6 +274,9 @@ class DuplicateCluster(WireModel):
 
 class DuplicateReport(WireModel):
     clusters: list[DuplicateCluster]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 class RankByImportance(WireModel):
@@ -264,6 +290,9 @@ class DecayOldMemories(WireModel):
 
 class DecayReport(WireModel):
     archived: list[BeadId]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 # --- semantic recall ------------------------------------------------------------------------------
@@ -289,6 +318,9 @@ class Why(WireModel):
 class WhyResult(WireModel):
     seeds: list[BeadId]
     graph: Subgraph
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 class GetContext(WireModel):
@@ -306,6 +338,9 @@ class ContextBlock(WireModel):
     tokens: int
     max_tokens: int
     dropped: int = Field(description="Relevant beads left out for the budget or the per-source cap")
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 # --- groups ------------------------------------------------------------------------------------
@@ -337,6 +372,9 @@ class ListGroups(WireModel):
 
 class GroupList(WireModel):
     groups: list[Group]
+    truncated: bool = Field(
+        default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
+    )
 
 
 __all__ = [
