@@ -589,8 +589,8 @@ class RecallClient:
         queue: asyncio.Queue[c.Change] = asyncio.Queue()
 
         async def on_notification(msg: Any) -> None:
-            note = c.Notification.model_validate_json(msg.data)
-            if note.kind == "change" and note.change is not None and note.change.scope == scope:
+            note = _notification(msg)
+            if note is not None and note.kind == "change" and note.change is not None and note.change.scope == scope:
                 queue.put_nowait(note.change)
 
         sub = await self.nc.subscribe(notify_subject(self.ai_id), cb=on_notification)
@@ -630,7 +630,23 @@ class RecallClient:
         return self._events
 
 
+def _notification(msg: Msg) -> c.Notification | None:
+    """The :class:`Notification` a message on the notification subject carries, or None for anything else.
+
+    Only the hub may publish there, but others can make the NATS server deliver to it: an identity that
+    publishes an event with this subject as its reply subject gets JetStream's publish ack
+    (``{"stream": ..., "seq": ...}``) sent here (docs/security.md). Such messages are dropped."""
+    try:
+        return c.Notification.model_validate_json(msg.data)
+    except ValidationError:
+        log.debug("ignored a message on %s that is not a notification: %r", msg.subject, msg.data[:120])
+        return None
+
+
 class NotificationStream:
+    """Everything the hub sends to one identity's notification subject, in order; anything on that subject
+    that is not a :class:`Notification` is skipped."""
+
     def __init__(self, nc: NATS, subject: str) -> None:
         self._nc = nc
         self._subject = subject
@@ -639,7 +655,9 @@ class NotificationStream:
 
     async def __aenter__(self) -> NotificationStream:
         async def on_notification(msg: Any) -> None:
-            self._queue.put_nowait(c.Notification.model_validate_json(msg.data))
+            note = _notification(msg)
+            if note is not None:
+                self._queue.put_nowait(note)
 
         self._sub = await self._nc.subscribe(self._subject, cb=on_notification)
         await self._nc.flush()  # the server has the subscription before we return
