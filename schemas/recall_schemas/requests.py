@@ -180,34 +180,32 @@ class SearchResult(WireModel):
     )
 
 
-ListCursor = Annotated[
-    str,
-    Field(pattern=r"^[0-9]{1,19}:b_[a-z0-9]{4,32}$", description="Opaque: a listing's `next_cursor`, passed back"),
-]
+ListCursor = Annotated[str, Field(pattern=r"^[0-9]{1,19}:b_[a-z0-9]{4,32}$")]
+CURSOR = "Opaque: a listing reply's `next_cursor`, to continue after its last bead; none: from the start"
 
 
 class GetBySession(WireModel):
     session_id: SessionId
     limit: Limit = 100
-    cursor: ListCursor | None = None
+    cursor: ListCursor | None = Field(default=None, description=CURSOR)
 
 
 class GetByGroup(WireModel):
     group_id: GroupId
     limit: Limit = 100
-    cursor: ListCursor | None = None
+    cursor: ListCursor | None = Field(default=None, description=CURSOR)
 
 
 class GetByTag(WireModel):
     tag: Tag
     limit: Limit = 100
-    cursor: ListCursor | None = None
+    cursor: ListCursor | None = Field(default=None, description=CURSOR)
 
 
 class GetRecent(WireModel):
     limit: Limit = 10
     since: datetime | None = None
-    cursor: ListCursor | None = None
+    cursor: ListCursor | None = Field(default=None, description=CURSOR)
 
 
 # --- relationships and graph -------------------------------------------------------------------
