@@ -22,6 +22,7 @@ import nats.js.errors
 import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
+from recall_hub.service import events as service_events
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import DEAD_LETTER_MAX_BYTES, ensure_streams
 from recall_hub.service.server import running_hub
@@ -146,7 +147,7 @@ async def _assert_consumer_idle(service: HubService, js) -> None:
     assert (info.num_pending, info.num_ack_pending) == (0, 0)
 
 
-async def test_a_dead_letter_that_cannot_be_published_ends_in_bounded_retries(tmp_path: Path):
+async def test_failures_while_handling_end_in_bounded_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     with EmbeddedStack(tmp_path) as stack:
         settings = HubSettings(
             nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url,
@@ -171,6 +172,28 @@ async def test_a_dead_letter_that_cannot_be_published_ends_in_bounded_retries(tm
                 _, letter = (await _collect(letters, {subject}))[subject]
             assert letter.payload == "not json" and letter.code == "invalid"
             assert (await js.stream_info(DEAD_LETTER_STREAM)).state.messages == 1
+
+        # A store that never answers: a bounded number of attempts, each cut at the apply timeout, then
+        # a letter saying so. (The hang is the domain call's; NATS and Redis are the real servers.)
+        never = asyncio.Event()
+
+        async def hang(*args: object) -> None:
+            await never.wait()
+
+        monkeypatch.setattr(service_events, "apply_event", hang)
+        slow = settings.model_copy(update={"event_apply_timeout_s": 0.2})
+        async with running_hub(slow) as service, RecallClient(new_ai(), stack.nats_url) as agent:
+            event_id = uuid.uuid4().hex
+            async with _letters(agent.nc) as letters:
+                await agent.events.session_started(new_id("s"), event_id=event_id)
+                assert await service.events.wait_for(event_id, deliveries=3) == ["retry", "retry", "dead"]
+                subject = event_subject(agent.ai_id, "session.started")
+                _, letter = (await _collect(letters, {subject}))[subject]
+            assert (letter.code, letter.event_id, letter.deliveries) == ("unavailable", event_id, 3)
+            assert "took too long" in letter.reason
+            # The claim of each failed attempt was released: a later copy is not taken for a duplicate.
+            assert await service.ctx.redis.get(service.ctx.keys.applied_event(agent.ai_id, event_id)) is None
+            await _assert_consumer_idle(service, agent.nc.jetstream())
 
 
 # --- D10: message ids ----------------------------------------------------------------------------

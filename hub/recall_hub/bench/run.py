@@ -46,7 +46,7 @@ from recall_schemas.subjects import inbox_prefix, request_subject
 
 from recall_hub.config import HubSettings
 from recall_hub.service.server import running_hub
-from recall_hub.tooling.stack import EmbeddedStack
+from recall_hub.tooling.stack import DURABILITY, EmbeddedStack
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +85,14 @@ class BenchConfig:
     timeout: float = 30.0
     embedder: str | None = None
     """The in-process hub's embedder kind (``local``, ``hash``, ``openai``); None: the hub's default."""
+    durability: str = "default"
+    """The embedded stack's fsync settings (``tooling.stack.DURABILITY``): ``default`` or ``strict``."""
     """Per-request timeout of the bench client (no retries: a failure is counted, not hidden)."""
 
     def command(self) -> str:
         parts = ["recall bench", f"--beads {self.beads}"]
         defaults = BenchConfig()
-        for name in ("samples", "concurrency", "seed", "embedder"):
+        for name in ("samples", "concurrency", "seed", "embedder", "durability"):
             value = getattr(self, name)
             if value != getattr(defaults, name):
                 parts.append(f"--{name} {value}")
@@ -907,6 +909,22 @@ async def _ingest(
     return [beads, links]
 
 
+async def _publish_events(w: Workload, progress: ProgressFn | None) -> tuple[Throughput, list[str]]:
+    """``session.continued`` events through JetStream, each acknowledged once stored: the path the
+    JetStream sync policy is on (``--durability``)."""
+    sessions = list(w.data.sessions.items())
+    count = min(w.config.samples, 1000) if sessions else 0
+    event_ids = [f"bench{secrets.token_hex(4)}{k}" for k in range(count)]
+
+    async def publish(k: int) -> None:
+        session_id, (owner, _) = sessions[k % len(sessions)]
+        await w.clients[owner].events.session_continued(session_id, event_id=event_ids[k])
+
+    result = await _pool(count, w.config.concurrency, publish, progress, "ingest events")
+    result.name = "events (session.continued, JetStream publish)"
+    return result, event_ids
+
+
 async def _measure(
     w: Workload, specs: list[LatencyOp], probe: HubProbe | None, progress: ProgressFn | None
 ) -> list[OpResult]:
@@ -996,11 +1014,15 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
                 cleanup.callback(tmp.cleanup)
                 data_dir = Path(tmp.name)
             say(f"starting the embedded stack in {data_dir}")
-            stack = EmbeddedStack(data_dir)
+            stack = EmbeddedStack(data_dir, **DURABILITY[config.durability])
             await asyncio.to_thread(stack.start)
             cleanup.push_async_callback(asyncio.to_thread, stack.stop)
             nats_url, falkordb_url, redis_url = stack.nats_url, stack.redis_url, stack.redis_url
-            setup = "embedded stack (nats-server + redis-server/FalkorDB from their wheels, loopback)"
+            setup = (
+                "embedded stack (nats-server + redis-server/FalkorDB from their wheels, loopback); durability "
+                f"{config.durability}: Redis appendfsync {stack.redis_appendfsync}, "
+                f"JetStream sync {stack.jetstream_sync}"
+            )
         else:
             setup = "external servers"
             if nats_url is None or (config.in_process_hub and falkordb_url is None):
@@ -1045,6 +1067,11 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         w.redis_url = redis_url
 
         ingest = await _ingest(w, say)
+        events, event_ids = await _publish_events(w, say)
+        ingest.append(events)
+        if config.in_process_hub:
+            for event_id in event_ids:  # applied before latency is timed, so the consumer is idle then
+                await service.events.wait_for(event_id, within=300)
         edge_counts = await _edge_counts(falkordb_url, graph_name) if config.in_process_hub else None
         visible_plans = data.visible_to(caller)
         w.visible = [w.bead_ids[i] for i in visible_plans if i in w.bead_ids]

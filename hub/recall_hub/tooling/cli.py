@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recall_hub.config import HubSettings
-from recall_hub.tooling.stack import EmbeddedStack, StackError, default_data_dir
+from recall_hub.tooling.stack import (
+    APPENDFSYNC,
+    DURABILITY,
+    Durability,
+    EmbeddedStack,
+    StackError,
+    default_data_dir,
+)
 
 if TYPE_CHECKING:
     from recall_hub.tooling.auth import AuthBundle
@@ -88,7 +95,7 @@ async def _up(args: argparse.Namespace) -> int:
             return 1
     stack = EmbeddedStack(
         data_dir, nats_port=args.nats_port, redis_port=args.redis_port,
-        nats_config=bundle.server_config if bundle else None,
+        nats_config=bundle.server_config if bundle else None, **_durability(args),
     )
     try:
         stack.start()
@@ -105,6 +112,8 @@ async def _up(args: argparse.Namespace) -> int:
             print(f"Nexus Recall is up (data in {data_dir})")
             print(f"  NATS      {stack.nats_url}   (JetStream on)")
             print(f"  FalkorDB  {stack.redis_url}  (redis-server 8 + FalkorDB, AOF on)")
+            print(f"  durable   Redis appendfsync {stack.redis_appendfsync}, JetStream sync {stack.jetstream_sync}"
+                  "  (docs/operations.md)")
             if bundle is None:
                 print("  hub       serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
             else:
@@ -125,6 +134,16 @@ async def _up(args: argparse.Namespace) -> int:
         stack.stop()
         print("stopped.")
     return 0
+
+
+def _durability(args: argparse.Namespace) -> Durability:
+    """The stack's fsync settings: the ``--durability`` preset, then the explicit flags."""
+    chosen = DURABILITY[args.durability].copy()
+    if getattr(args, "appendfsync", None):
+        chosen["redis_appendfsync"] = args.appendfsync
+    if getattr(args, "jetstream_sync", None):
+        chosen["jetstream_sync"] = args.jetstream_sync
+    return chosen
 
 
 def _auth_init(args: argparse.Namespace) -> int:
@@ -183,7 +202,10 @@ async def _bench(args: argparse.Namespace) -> int:
         return await _bench_embedder(args)
     from recall_hub.bench.run import BenchConfig, render, run_bench
 
-    config = BenchConfig(beads=args.beads, samples=args.samples, concurrency=args.concurrency)
+    config = BenchConfig(
+        beads=args.beads, samples=args.samples, concurrency=args.concurrency, durability=args.durability,
+        embedder=args.embedder,
+    )
     report = await run_bench(config)
     print(render(report))
     return 0
@@ -324,6 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="NATS auth on: run nats-server with the `recall auth init` config, the hub with its creds")
     up.add_argument("--auth-dir", help="where `recall auth init` wrote (default <data-dir>/auth)")
     up.add_argument("--roster", help="roster to (re)generate from (default <auth-dir>/roster.yaml)")
+    up.add_argument("--durability", choices=tuple(DURABILITY), default="default",
+                    help="default: Redis fsyncs the AOF every second, JetStream every 2 min; "
+                    "strict: both fsync before acknowledging (docs/operations.md)")
+    up.add_argument("--appendfsync", choices=APPENDFSYNC, help="Redis AOF fsync policy (overrides --durability)")
+    up.add_argument("--jetstream-sync", help="JetStream sync_interval: always, or a duration like 1s, 2m")
     up.set_defaults(run=_up)
 
     auth = sub.add_parser("auth", help="NATS security: server config and per-identity credentials")
@@ -362,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s",
     )
     bench.add_argument("--data", default="../shared/data/locomo", help="LoCoMo folder (vectors, embedder suites)")
+    bench.add_argument("--durability", choices=tuple(DURABILITY), default="default",
+                       help="fsync settings of the stack the bus suite starts (strict: fsync before every ack)")
+    bench.add_argument("--embedder", choices=("local", "hash", "openai"),
+                       help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
     bench.set_defaults(run=_bench)
 
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
