@@ -219,16 +219,29 @@ async def test_no_identity_can_suppress_anothers_event(connect, hub_service: Hub
             attack_subject, json.dumps(body).encode(), headers={"Nats-Msg-Id": f"{victim.ai_id}:{event_id}"})
         _, letter = (await _collect(letters, {attack_subject}))[attack_subject]
         assert (letter.code, letter.publisher) == ("forbidden", attacker.ai_id)  # the attempt is on record
-    # ... and under the same event id on its own subject, without a header: that is its own event.
+    # ... and under the same event id on its own subject: that is its own event.
     await attacker.events.session_started(body["session_id"], event_id=event_id)
     assert await events.wait_for(event_id, publisher=attacker.ai_id) == ["applied"]
 
+    # What the victim's client sends (seen here because this test server has no auth).
+    sent: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_event(msg) -> None:
+        sent.put_nowait((msg.headers or {}).get("Nats-Msg-Id", ""))
+
+    spy = await attacker.nc.subscribe(event_subject(victim.ai_id, "session.started"), cb=on_event)
+    await attacker.nc.flush()
     await _published(lambda: victim.events.session_started(session, event_id=event_id))
     assert await events.wait_for(event_id, publisher=victim.ai_id) == ["applied"]
     assert (await victim.get_session(session)).owner == victim.ai_id
     # The victim's retry of the same event is stored, delivered and recognised: applied once only.
     await _published(lambda: victim.events.session_started(session, event_id=event_id))
     assert await events.wait_for(event_id, deliveries=2, publisher=victim.ai_id) == ["applied", "duplicate"]
+    ids = [await asyncio.wait_for(sent.get(), 10) for _ in range(2)]
+    await spy.unsubscribe()
+    # Message ids are the victim's own, fresh for every publish, and nothing an observer of the event
+    # could derive: there was no id to publish under first.
+    assert all(i.startswith(f"{victim.ai_id}:") and event_id not in i for i in ids) and ids[0] != ids[1]
     key = hub_service.ctx.keys.applied_event(victim.ai_id, event_id)
     assert await hub_service.ctx.redis.get(key) == b"1"
 

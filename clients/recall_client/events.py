@@ -31,8 +31,9 @@ class EventPublisher:
 
     ``event_id`` defaults to a fresh one; pass your own to make a retried publish a duplicate: the hub
     applies each ``(publisher, event_id)`` once, the publisher being the subject token NATS binds to
-    this connection. No ``Nats-Msg-Id`` is sent: JetStream deduplicates message ids stream-wide, so
-    another identity publishing first under the same id could otherwise make the server drop this event.
+    this connection. The ``Nats-Msg-Id`` of each publish is random (``<publisher>:<128 random bits>``),
+    never derived from the event: JetStream deduplicates message ids stream-wide, so an id another
+    identity could predict would let it publish first under that id and make the server drop this event.
     """
 
     def __init__(self, nc: NATS, publisher: str, timeout: float = 5.0) -> None:
@@ -42,7 +43,11 @@ class EventPublisher:
     async def publish(self, event: EventBase) -> PubAck:
         kind: str = getattr(event, "kind")  # noqa: B009 - every concrete event has a literal kind
         try:
-            return await self._js.publish(event_subject(self.publisher, kind), event.model_dump_json().encode())
+            return await self._js.publish(
+                event_subject(self.publisher, kind),
+                event.model_dump_json().encode(),
+                headers={"Nats-Msg-Id": f"{self.publisher}:{uuid.uuid4().hex}"},
+            )
         except Exception as exc:
             raise Unavailable(f"could not publish {kind}: {exc}") from exc
 

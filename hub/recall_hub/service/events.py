@@ -18,9 +18,10 @@ backstop above the hub's bound, for a message the hub never gets to settle (a cr
 
 Deduplication is the hub's, by ``(publisher, event_id)`` — the publisher being the subject token NATS
 permissions bind to the connection. JetStream's ``Nats-Msg-Id`` deduplication is stream-wide, so any
-identity could suppress another's event by publishing first under its message id: the client does not
-send one, the stream's duplicate window is the server's minimum, and an event whose ``Nats-Msg-Id``
-begins with another identity (``<other>:…``) is refused (dead-lettered, so the attempt is on record).
+identity could suppress another's event by publishing first under its message id: the client's ids are
+random (unpredictable, never derived from the event), the stream's duplicate window is the server's
+minimum, and an event whose ``Nats-Msg-Id`` begins with another identity (``<other>:…``) is refused
+(dead-lettered, so the attempt is on record).
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ class EventConsumer:
         claimed = _IDENTITY.fullmatch(((msg.headers or {}).get("Nats-Msg-Id") or "").split(":", 1)[0])
         if claimed is not None and claimed.group() != publisher:
             # Only good for colliding with that identity's messages (the stream deduplicates ids
-            # stream-wide); the client sends no id, so this can only be an attempt: on record.
+            # stream-wide); no client of that identity sends it, so this can only be an attempt: on record.
             raise _Dead("forbidden", f"Nats-Msg-Id names another identity ({claimed.group()}), not {publisher}")
         try:
             event = EVENT_ADAPTER.validate_json(data)
