@@ -46,9 +46,11 @@ async def test_session_events_register_sessions_once_whatever_the_redeliveries(c
     payload = json.dumps({"kind": "session.started", "event_id": event_id, "session_id": session}).encode()
     await js.publish(event_subject(agent.ai_id, "session.started"), payload, headers={"Nats-Msg-Id": "replay-1"})
     assert await hub_service.events.wait_for(event_id, deliveries=2) == ["applied", "duplicate"]
-    other = await connect()
-    with pytest.raises(Forbidden):
-        await other.create_bead("not my session", session_id=session)
+    other = await connect()  # the same id names the other identity's own session, never this one
+    theirs = await other.create_bead("not my session", session_id=session)
+    assert [b.bead_id for b in await agent.get_by_session(session)] == []
+    assert (await other.get_session(session)).owner == other.ai_id
+    assert [b.bead_id for b in await other.get_by_session(session)] == [theirs.bead_id]
 
 
 async def _dead_letter(connect, hub_service: HubService, publish) -> DeadLetter:

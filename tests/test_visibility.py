@@ -764,22 +764,26 @@ async def test_create_into_a_group_the_caller_is_not_in_is_not_found(
     assert ids(await w.ops.get_by_group(w.group_id)) == [w.target.bead_id]
 
 
-async def test_create_naming_another_ais_session_is_forbidden(new_client: NewClient, hub: HubContext) -> None:
+async def test_naming_another_ais_session_neither_writes_into_it_nor_reveals_it(
+    new_client: NewClient, hub: HubContext
+) -> None:
+    """A session is its owner's: the same id named by another identity is that identity's own session.
+    So the create is answered exactly as for an id nobody uses, and the owner's session is untouched."""
     w = await build_world(new_client, Visibility.GROUP)
-    before = await bead_count(hub)
     for role in ("member", "non_member"):
         caller = w.by_role[role]
-        with pytest.raises(Forbidden):
-            await caller.create_bead(f"in your session {token()}", session_id=w.session_id)
-        if is_member(role):
-            with pytest.raises(Forbidden):
-                await caller.create_bead(
-                    f"in your session {token()}", session_id=w.session_id, visibility="group", group_id=w.group_id
-                )
-    assert await bead_count(hub) == before
+        used = await caller.create_bead(f"in your session {token()}", session_id=w.session_id)
+        fresh = await caller.create_bead(f"in a new session {token()}", session_id=new_id("s"))
+        assert (used.created_by, used.visibility) == (fresh.created_by, fresh.visibility)
+        assert (await caller.get_session(w.session_id)).owner == caller.ai_id
+        assert used.bead_id in ids(await caller.get_by_session(w.session_id))
+        assert await caller.get_relationships(used.bead_id, RelType.FOLLOWS_FROM) == []
     assert ids(await w.creator.get_by_session(w.session_id)) == [w.target.bead_id]
+    report = await w.creator.check_session(w.session_id)
+    assert (report.beads, report.problems) == (1, [])
     rows = await hub.graph.ro_query("MATCH (s:Session {session_id: $s}) RETURN s.owner", {"s": w.session_id})
-    assert rows == [[w.creator.ai_id]]
+    assert sorted(r[0] for r in rows) == sorted([w.creator.ai_id, w.by_role["member"].ai_id,
+                                                 w.by_role["non_member"].ai_id])
 
 
 async def test_a_retried_create_returns_the_same_bead(new_client: NewClient, hub: HubContext) -> None:

@@ -16,7 +16,6 @@ from recall_schemas import (
     CreateBead,
     DeleteBead,
     Deleted,
-    Forbidden,
     GetBead,
     InvalidRequest,
     MemoryBead,
@@ -28,7 +27,6 @@ from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
-from recall_hub.ops.groups import role_in
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.timeutil import now_ms
 
@@ -76,9 +74,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     idem = f"{caller}:{req.idempotency_key or props['bead_id']}"
     outcome = await ctx.beads.create(caller, props, idem=idem)
     if outcome is None:
-        if req.group_id is not None and await role_in(ctx, caller, req.group_id) is None:
-            raise NotFound(f"group {req.group_id} not found")
-        raise Forbidden(f"session {req.session_id} belongs to another identity")
+        raise NotFound(f"group {req.group_id} not found")
     stored, created = outcome
     await settle_quietly(ctx, stored["bead_id"])
     if created:

@@ -25,14 +25,12 @@ from recall_hub.timeutil import now_ms
 async def register_session(
     ctx: HubContext, owner: str, session_id: str, group_id: str | None = None, state: str = "active"
 ) -> Session:
-    """Create the session for ``owner`` or update its state; a session of another owner, or a group
-    the owner is not in, is refused."""
-    outcome = await ctx.sessions.register(owner, session_id, group_id, state, now_ms())
-    if outcome == "not_member":
+    """Create ``owner``'s session of that id or update its state (sessions are per owner); a group the
+    owner is not in is refused."""
+    session = await ctx.sessions.register(owner, session_id, group_id, state, now_ms())
+    if session is None:
         raise Forbidden(f"{owner} is not a member of {group_id}")
-    if outcome == "not_owner":
-        raise Forbidden(f"session {session_id} belongs to another identity")
-    return outcome
+    return session
 
 
 async def get_session(ctx: HubContext, caller: str, req: GetSession) -> Session:
@@ -49,9 +47,7 @@ async def migrate_session_with_memories(ctx: HubContext, caller: str, req: Migra
         raise Conflict("a session cannot migrate to itself")
     moved = await ctx.sessions.migrate(caller, req.old_session_id, req.new_session_id, now_ms())
     if moved is None:
-        if not await ctx.sessions.owns(caller, req.old_session_id):
-            raise NotFound(f"session {req.old_session_id} not found")
-        raise Forbidden(f"session {req.new_session_id} belongs to another identity")
+        raise NotFound(f"session {req.old_session_id} not found")
     count, beads = moved
     for props in beads:
         await settle_quietly(ctx, props["bead_id"])
@@ -62,14 +58,12 @@ async def check_session(ctx: HubContext, caller: str, req: CheckSession) -> Inte
     """Beads of the session (those the caller may see) whose session, group or author is missing or
     inconsistent, whose vector is missing, or whose FOLLOWS_FROM chain is broken."""
     session = await get_session(ctx, caller, GetSession(session_id=req.session_id))
-    beads = await ctx.sessions.held_beads(caller, req.session_id)
+    beads = await ctx.sessions.held_beads(caller, req.session_id, session.owner)
     problems: list[IntegrityProblem] = []
     for index, bead in enumerate(beads):
         def flag(text: str, bead_id: str = bead.bead_id) -> None:
             problems.append(IntegrityProblem(bead_id=bead_id, problem=text))
 
-        if bead.created_by != session.owner:
-            flag(f"written by {bead.created_by}, but the session belongs to {session.owner}")
         if not bead.author_known:
             flag(f"author {bead.created_by} is unknown to the hub")
         if bead.group_id is not None and not bead.in_my_groups:

@@ -200,16 +200,15 @@ class BeadStore:
     async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
         """Store a bead, checking the caller's membership of its group and ownership of its session
         in the same query, merged on the idempotency key. Returns ``(bead, created)`` — ``created`` is
-        False for a replay of an earlier create — or None when the checks refused it."""
+        False for a replay of an earlier create — or None when the caller is not in the bead's group."""
         group_id, session_id = props.get("group_id"), props.get("session_id")
         cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
         if group_id is not None:
             cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
         if session_id is not None:
-            cypher += (
-                "MERGE (s:Session {session_id: $session_id}) "
-                "ON CREATE SET s.owner = $caller, s.created_at = $now, s.group_id = $group_id "
-                "WITH me, s WHERE s.owner = $caller "
+            cypher += (  # the caller's own session of that id (sessions are per owner)
+                "MERGE (s:Session {session_id: $session_id, owner: $caller}) "
+                "ON CREATE SET s.created_at = $now, s.group_id = $group_id, s.state = 'active' WITH me "
             )
         cypher += (
             "MERGE (b:Bead {idem: $idem}) ON CREATE SET b += $props "
@@ -377,11 +376,11 @@ class BeadStore:
         await self.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
 
     async def system_link_session_predecessor(self, bead_id: str, note: str) -> None:
-        """``FOLLOWS_FROM`` the previous bead of the same session (idempotent)."""
+        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent)."""
         await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id IS NOT NULL "
             "MATCH (prev:Bead {session_id: b.session_id}) "
-            "WHERE prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
+            "WHERE prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
             "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
             "WITH b, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
             "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "

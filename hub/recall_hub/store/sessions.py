@@ -1,5 +1,10 @@
 """Sessions in the graph: who owns one, its group and state, and the beads it holds.
 
+A session belongs to the identity that started it, and its id is that owner's name for it: a
+session is the pair (owner, session_id). Another identity naming the same id names a session of
+its own, so no create, event or migration can tell whether someone else uses an id, and nobody can
+write into another's session.
+
 A session is seen by its owner and by the current members of its group, checked inside each query.
 What a session holds is read only as far as the caller may see it (:mod:`recall_hub.store.visibility`):
 a bead the caller may not see is neither counted, named nor moved.
@@ -9,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from recall_schemas.coordination import Session
 
@@ -55,34 +60,28 @@ class SessionStore:
     # --- reads, as a caller -------------------------------------------------------------------
 
     async def get(self, caller: str, session_id: str) -> Session | None:
-        """The session, if the caller owns it or is a member of its group."""
+        """The session, if the caller owns it or is a member of its group (the caller's own first)."""
         rows = await self.graph.ro_query(
             MY_GROUPS + "MATCH (s:Session {session_id: $session_id}) "
-            "WHERE s.owner = $caller OR s.group_id IN my_groups RETURN properties(s)",
+            "WHERE s.owner = $caller OR s.group_id IN my_groups "
+            "RETURN properties(s) ORDER BY s.owner = $caller DESC, s.created_at, s.owner LIMIT 1",
             {"session_id": session_id, "caller": caller},
         )
         return _session(rows[0][0]) if rows else None
 
-    async def owns(self, caller: str, session_id: str) -> bool:
-        """Whether the session exists and belongs to the caller."""
+    async def held_beads(self, caller: str, session_id: str, owner: str) -> list[HeldBead]:
+        """The beads of ``owner``'s session the caller may see, oldest first, with what an integrity
+        check needs; links and groups are judged as far as the caller may see them too."""
         rows = await self.graph.ro_query(
-            "MATCH (s:Session {session_id: $session_id}) WHERE s.owner = $caller RETURN count(s)",
-            {"session_id": session_id, "caller": caller},
-        )
-        return bool(rows and rows[0][0])
-
-    async def held_beads(self, caller: str, session_id: str) -> list[HeldBead]:
-        """The beads of the session the caller may see, oldest first, with what an integrity check
-        needs; links and groups are judged as far as the caller may see them too."""
-        rows = await self.graph.ro_query(
-            MY_GROUPS + f"MATCH (b:Bead {{session_id: $session_id}}) WHERE {visible('b')} "
+            MY_GROUPS + "MATCH (b:Bead {session_id: $session_id}) "
+            f"WHERE b.created_by = $owner AND {visible('b')} "
             "OPTIONAL MATCH (author:AI {ai_id: b.created_by}) "
             f"OPTIONAL MATCH (b)-[:FOLLOWS_FROM]->(prev:Bead) WHERE {visible('prev')} "
             "WITH b, my_groups, count(DISTINCT author) AS has_author, count(DISTINCT prev) AS has_prev "
             "ORDER BY b.created_at, b.bead_id "
             "RETURN b.bead_id, b.created_by, b.group_id, b.vec_model, has_author > 0, "
             "b.group_id IS NOT NULL AND b.group_id IN my_groups, has_prev > 0",
-            {"session_id": session_id, "caller": caller},
+            {"session_id": session_id, "caller": caller, "owner": owner},
         )
         return [
             HeldBead(bead_id, author, group_id, vec_model, bool(known), bool(mine), bool(linked))
@@ -93,39 +92,32 @@ class SessionStore:
 
     async def register(
         self, owner: str, session_id: str, group_id: str | None, state: str, now: int
-    ) -> Session | Literal["not_member", "not_owner"]:
+    ) -> Session | None:
         """Create the owner's session or update its state, in one query that also checks the owner is
-        a member of ``group_id`` (when given). The session; or why nothing changed: the owner is not
-        in the group, or the session belongs to another identity."""
+        a member of ``group_id`` (when given). The session; None when the owner is not in the group."""
         rows = await self.graph.query(
             "OPTIONAL MATCH (:AI {ai_id: $owner})-[:MEMBER_OF]->(mg:Group {group_id: $group_id}) "
             "WITH count(mg) AS member WHERE $group_id IS NULL OR member > 0 "
-            "MERGE (s:Session {session_id: $session_id}) "
-            "ON CREATE SET s.owner = $owner, s.created_at = $now, s.group_id = $group_id, s.state = $state "
-            "WITH s, s.owner = $owner AS mine "
-            "FOREACH (_ IN CASE WHEN mine THEN [1] ELSE [] END | SET s.state = $state, "
-            "s.group_id = coalesce($group_id, s.group_id)) "
-            "RETURN CASE WHEN mine THEN properties(s) END, mine",
+            "MERGE (s:Session {session_id: $session_id, owner: $owner}) "
+            "ON CREATE SET s.created_at = $now, s.group_id = $group_id, s.state = $state "
+            "SET s.state = $state, s.group_id = coalesce($group_id, s.group_id) "
+            "RETURN properties(s)",
             {"session_id": session_id, "owner": owner, "group_id": group_id, "state": state, "now": now},
         )
-        if not rows:
-            return "not_member"
-        props, mine = rows[0]
-        return _session(props) if mine else "not_owner"
+        return _session(rows[0][0]) if rows else None
 
     async def migrate(self, caller: str, old: str, new: str, now: int) -> tuple[int, list[Props]] | None:
         """One atomic query: the caller's session ``old`` is marked migrated to ``new`` (created for the
         caller if needed) and every bead of it the caller may see moves along, keeping its id and
-        edges. ``(beads moved, their properties)``, or None when ``old`` is not the caller's or
-        ``new`` belongs to another identity; nothing changes then."""
+        edges. ``(beads moved, their properties)``, or None when the caller has no session ``old``;
+        nothing changes then."""
         rows = await self.graph.query(
-            MY_GROUPS + "MATCH (old:Session {session_id: $old}) WHERE old.owner = $caller "
-            "MERGE (new:Session {session_id: $new}) "
-            "ON CREATE SET new.owner = $caller, new.created_at = $now, new.group_id = old.group_id, "
-            "new.state = 'active' "
-            "WITH my_groups, old, new WHERE new.owner = $caller "
+            MY_GROUPS + "MATCH (old:Session {session_id: $old, owner: $caller}) "
+            "MERGE (new:Session {session_id: $new, owner: $caller}) "
+            "ON CREATE SET new.created_at = $now, new.group_id = old.group_id, new.state = 'active' "
             "SET old.state = 'migrated', old.migrated_to = $new "
-            f"WITH my_groups, old OPTIONAL MATCH (b:Bead {{session_id: $old}}) WHERE {visible('b')} "
+            "WITH my_groups, old OPTIONAL MATCH (b:Bead {session_id: $old}) "
+            f"WHERE b.created_by = $caller AND {visible('b')} "
             "WITH old, collect(b) AS beads "  # grouped by old: no row at all when old was refused
             "FOREACH (x IN beads | SET x.session_id = $new, x.updated_at = $now "
             + record("attributes", after="x", before="x", text_changed="false") + ") "
