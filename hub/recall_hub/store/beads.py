@@ -43,6 +43,14 @@ def split_joined(result: list[list[object]]) -> list[list[str]]:
 _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newer')} "
 
 
+_LISTING_WHERE = {
+    "session": "b.session_id = $value",
+    "group": "b.group_id = $value",
+    "tag": "$value IN b.tags",
+    "since": "b.created_at >= $value",
+}
+
+
 class BeadStore:
     def __init__(self, graph: GraphStore) -> None:
         self.graph = graph
@@ -121,6 +129,29 @@ class BeadStore:
             "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
         )
         return [row[0] for row in rows]
+
+    async def listing(
+        self, caller: str, by: str, value: Any, *, ascending: bool, limit: int, after: tuple[int, str] | None
+    ) -> list[Props]:
+        """Visible beads by ``session``, ``group``, ``tag`` or ``since`` (created at or after), ordered by
+        ``(created_at, bead_id)``, strictly after the position ``after`` in that order."""
+        where = _LISTING_WHERE[by]
+        direction, onward, back = ("ASC", ">=", "<=") if ascending else ("DESC", "<=", ">=")
+        params: dict[str, Any] = {"caller": caller, "value": value, "limit": limit}
+        if after is not None:
+            # Not written as "created_at < $at OR (created_at = $at AND bead_id < $id)": FalkorDB returns
+            # rows for which that OR is false (the cursor's own bead among them).
+            where += (
+                f" AND b.created_at {onward} $after_at"
+                f" AND NOT (b.created_at = $after_at AND b.bead_id {back} $after_id)"
+            )
+            params.update(after_at=after[0], after_id=after[1])
+        rows = await self.graph.ro_query(
+            MY_GROUPS + f"MATCH (b:Bead) WHERE {where} AND {visible('b')} "
+            f"RETURN b ORDER BY b.created_at {direction}, b.bead_id {direction} LIMIT $limit",
+            params,
+        )
+        return [dict(row[0].properties) for row in rows]
 
     async def ranked_by_importance(self, caller: str, ids: Sequence[str]) -> list[Props]:
         rows = await self.graph.ro_query(
