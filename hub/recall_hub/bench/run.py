@@ -1109,21 +1109,21 @@ async def _edge_counts(url: str | None, graph_name: str) -> dict[str, int] | Non
     """Edges between beads by type, as stored; hub-made ones (auto-links) counted apart."""
     if url is None:
         return None
-    import redis.asyncio
+    from recall_hub.store.beads import BeadStore
+    from recall_hub.store.graph import GraphStore
 
-    client = redis.asyncio.Redis.from_url(url, decode_responses=True)
-    query = (
-        "MATCH (:Bead)-[r]->(:Bead) "
-        "RETURN type(r) + CASE WHEN r.metadata CONTAINS '\"auto\"' THEN ' (auto)' ELSE '' END, count(r)"
-    )
     try:
-        reply = await client.execute_command("GRAPH.RO_QUERY", graph_name, query)  # type: ignore[no-untyped-call]
-        return {str(kind): int(count) for kind, count in reply[1]}
+        graph = GraphStore(url, graph_name)  # connects at once
+    except Exception as exc:
+        log.warning("could not count the edges of %s: %s", graph_name, exc)
+        return None
+    try:
+        return await BeadStore(graph).system_edge_counts()
     except Exception as exc:
         log.warning("could not count the edges of %s: %s", graph_name, exc)
         return None
     finally:
-        await client.aclose()
+        await graph.aclose()
 
 
 async def _delete_graph(url: str, graph_name: str) -> None:

@@ -3,7 +3,8 @@
 Real MiniLM embeddings of real text (LoCoMo turns, their sentences and answers as the indexed set;
 LoCoMo questions, never indexed, as queries). For each configuration: insert rate (one writer,
 pipelined), memory per vector, VSIM k=10 latency p50/p99 and recall@10 against an exact scan
-(VSIM ... TRUTH) of the same set. Random vectors would give meaningless HNSW figures (DESIGN.md).
+(VSIM ... TRUTH) of the same set. Random vectors would give meaningless HNSW figures
+(recall@10 about 0.12 where real ones give 0.98).
 
     recall bench --suite vectors [--data ../shared/data/locomo]
 """

@@ -375,6 +375,14 @@ class BeadStore:
         rows = await self.graph.ro_query("MATCH (b:Bead {bead_id: $bead_id}) RETURN b", {"bead_id": bead_id})
         return dict(rows[0][0].properties) if rows else None
 
+    async def system_edge_counts(self) -> dict[str, int]:
+        """Edges between beads by type, hub-made ones (auto-links) counted apart (for ``recall bench``)."""
+        rows = await self.graph.ro_query(
+            "MATCH (:Bead)-[r]->(:Bead) "
+            "RETURN type(r) + CASE WHEN r.metadata CONTAINS '\"auto\"' THEN ' (auto)' ELSE '' END, count(r)"
+        )
+        return {str(kind): int(count) for kind, count in rows}
+
     async def system_mark_indexed(self, bead_id: str, model: str, scope: str) -> None:
         await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) SET b.vec_model = $model, b.vec_scope = $scope",
