@@ -88,3 +88,11 @@ def test_the_dispatch_table_is_derived_from_the_operation_table() -> None:
 
     assert list(HANDLERS) == list(OPERATIONS)
     assert all(handler.__name__ == name for name, handler in HANDLERS.items())
+
+
+def test_only_the_store_holds_cypher() -> None:
+    cypher = re.compile(r"\b(MATCH|MERGE) \(|GRAPH\.(RO_)?QUERY")
+    offenders = [
+        str(p.relative_to(ROOT)) for p in _files(HUB) if _layer(p) != "store" and cypher.search(p.read_text())
+    ]
+    assert offenders == []
