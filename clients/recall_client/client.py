@@ -402,7 +402,8 @@ class RecallClient:
             request = _build(model, limit=limit - len(beads), cursor=reply.next_cursor, **fields)
 
     async def get_by_session(self, session_id: str, limit: int = 100) -> list[MemoryBead]:
-        """The visible beads of a session, oldest first: up to ``limit`` (paged for you)."""
+        """The visible beads of a session (your own of that id, else a groupmate's), oldest first: up to
+        ``limit`` (paged for you)."""
         return await self._listing("get_by_session", GetBySession, limit, session_id=session_id)
 
     async def get_by_group(self, group_id: str, limit: int = 100) -> list[MemoryBead]:

@@ -51,7 +51,11 @@ async def _list(
 
 
 async def get_by_session(ctx: HubContext, caller: str, req: GetBySession) -> BeadList:
-    return await _list(ctx, caller, "session", req.session_id, True, req.limit, req.cursor)
+    """The beads of one session — the caller's own of that id, else a groupmate's it may see (as
+    ``get_session`` resolves it) — never beads other identities wrote under the same session id."""
+    session = await ctx.sessions.get(caller, req.session_id)
+    owner = session.owner if session is not None else caller
+    return await _list(ctx, caller, "session", [req.session_id, owner], True, req.limit, req.cursor)
 
 
 async def get_by_group(ctx: HubContext, caller: str, req: GetByGroup) -> BeadList:

@@ -44,7 +44,7 @@ _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newe
 
 
 _LISTING_WHERE = {
-    "session": "b.session_id = $value",
+    "session": "b.session_id = $value[0] AND b.created_by = $value[1]",
     "group": "b.group_id = $value",
     "tag": "$value IN b.tags",
     "since": "b.created_at >= $value",
@@ -133,8 +133,8 @@ class BeadStore:
     async def listing(
         self, caller: str, by: str, value: Any, *, ascending: bool, limit: int, after: tuple[int, str] | None
     ) -> list[Props]:
-        """Visible beads by ``session``, ``group``, ``tag`` or ``since`` (created at or after), ordered by
-        ``(created_at, bead_id)``, strictly after the position ``after`` in that order."""
+        """Visible beads by ``session`` (``[session_id, owner]``), ``group``, ``tag`` or ``since`` (created
+        at or after), ordered by ``(created_at, bead_id)``, strictly after the position ``after``."""
         where = _LISTING_WHERE[by]
         direction, onward, back = ("ASC", ">=", "<=") if ascending else ("DESC", "<=", ">=")
         params: dict[str, Any] = {"caller": caller, "value": value, "limit": limit}
