@@ -96,3 +96,23 @@ def test_only_the_store_holds_cypher() -> None:
         str(p.relative_to(ROOT)) for p in _files(HUB) if _layer(p) != "store" and cypher.search(p.read_text())
     ]
     assert offenders == []
+
+
+def test_only_the_key_module_spells_a_redis_key() -> None:
+    """Every Redis key is built by ``store/keys.py``, under the graph's namespace (``recall:<graph>:``)."""
+    key = re.compile(r"""["']recall:[^"'\s]""")
+    offenders = [
+        str(p.relative_to(ROOT)) for p in _files(HUB) if p.name != "keys.py" and key.search(p.read_text())
+    ]
+    assert offenders == []
+
+
+def test_only_the_store_and_measurements_talk_to_redis() -> None:
+    """Domain and service code reach Redis through a store class, never through a client of their own."""
+    direct = re.compile(r"\bctx\.redis\.|\bredis\.asyncio\b|from redis")
+    allowed = {"store", "bench", "tooling"}
+    offenders = [
+        str(p.relative_to(ROOT)) for p in _files(HUB)
+        if _layer(p) not in allowed and p.name != "context.py" and direct.search(p.read_text())
+    ]
+    assert offenders == []

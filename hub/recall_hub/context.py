@@ -10,6 +10,7 @@ from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.store.agents import AgentStore
+from recall_hub.store.applied import AppliedEvents
 from recall_hub.store.audit import AuditLog
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.feed import ChangeFeed
@@ -42,6 +43,7 @@ class HubContext:
     sessions: SessionStore
     agents: AgentStore
     handoffs: HandoffStore
+    applied_events: AppliedEvents
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -73,6 +75,7 @@ class HubContext:
             sessions=SessionStore(graph),
             agents=AgentStore(graph),
             handoffs=HandoffStore(graph),
+            applied_events=AppliedEvents(redis, keys),
         )
 
     async def aclose(self) -> None:

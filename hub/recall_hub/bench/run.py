@@ -736,15 +736,16 @@ async def _make_vsim_floor(w: Workload) -> SampleFn:
     import redis.asyncio
 
     from recall_hub.embedders import EmbedderConfig, make_embedder
+    from recall_hub.store.keys import Keys
 
     client = redis.asyncio.Redis.from_url(w.redis_url or "redis://127.0.0.1:6379")
     w.cleanup.push_async_callback(client.aclose)
     groups = [g.group_id for g in await w.client.list_groups()]
     scopes = ("global", f"private:{w.caller}", *(f"group:{g}" for g in groups))
     best, size = "", -1
-    async for raw in client.scan_iter(match="recall:*:vec:*"):
+    async for raw in client.scan_iter(match=Keys.vector_sets_pattern(w.config.graph_name or "*")):
         key = raw.decode()
-        if key.split(":", 4)[-1] in scopes and (n := int(await client.execute_command("VCARD", key))) > size:  # type: ignore[no-untyped-call]
+        if Keys.scope_of_vector_set(key) in scopes and (n := int(await client.execute_command("VCARD", key))) > size:  # type: ignore[no-untyped-call]
             best, size = key, n
     embedder = make_embedder(EmbedderConfig(kind=w.config.embedder or "local"))
     try:

@@ -23,6 +23,7 @@ import numpy as np
 from redis.asyncio import Redis
 
 from recall_hub.embedders import EmbedderConfig, make_embedder
+from recall_hub.store.keys import Keys
 
 CONFIGS: list[tuple[str, int]] = [("NOQUANT", 16), ("Q8", 16), ("Q8", 32), ("BIN", 16)]
 SEARCH_EFS = (50, 100, 200, 400)
@@ -88,9 +89,10 @@ async def run_vector_study(redis_url: str, data_dir: Path, max_queries: int = 30
         await embedder.aclose()
     redis = Redis.from_url(redis_url)
     study = VectorStudy(indexed=len(docs), queries=len(questions), model=model)
+    keys = Keys("bench")
     try:
         for quantization, m in CONFIGS:
-            key = f"recall:bench:vectors:{quantization}:{m}"
+            key = keys.scratch(f"vectors:{quantization}:{m}")
             await redis.delete(key)
             start = time.perf_counter()
             for offset in range(0, len(docs), 500):

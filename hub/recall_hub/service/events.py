@@ -80,8 +80,6 @@ DEAD_LETTER_MAX_BYTES = 128 * 1024
 MAX_OUTCOMES = 10_000
 """Settlements this process remembers for :meth:`EventConsumer.wait_for` (the oldest are forgotten)."""
 MAX_REASON = 2000
-APPLIED = b"1"
-CLAIMED = b"claimed"
 
 _IDENTITY = re.compile(f"{AI_ID_PATTERN}|{SERVICE_ID_PATTERN}")
 _STORE_DOWN = (Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
@@ -315,21 +313,21 @@ class EventConsumer:
 
     async def _apply(self, parsed: _Parsed) -> Outcome:
         ctx = self.ctx
-        key = ctx.keys.applied_event(parsed.publisher, parsed.event.event_id)
+        publisher, event_id = parsed.publisher, parsed.event.event_id
         # Claim the event id for the time one attempt may take (below the consumer's ack_wait): a
         # copy delivered to another hub meanwhile is a duplicate. A crashed attempt's claim expires
         # before the server delivers the event again.
         claim_s = int(self.settings.event_apply_timeout_s) + 2
-        if not await ctx.redis.set(key, CLAIMED, nx=True, ex=claim_s):
+        if not await ctx.applied_events.claim(publisher, event_id, claim_s):
             return "duplicate"  # applied already, or being applied by another copy
         try:
             async with asyncio.timeout(self.settings.event_apply_timeout_s):
-                await apply_event(ctx, parsed.publisher, parsed.event)
+                await apply_event(ctx, publisher, parsed.event)
         except BaseException:
             with suppress(Exception):
-                await ctx.redis.delete(key)
+                await ctx.applied_events.release(publisher, event_id)
             raise
-        await ctx.redis.set(key, APPLIED, ex=self.settings.applied_event_ttl_s)
+        await ctx.applied_events.mark_applied(publisher, event_id, self.settings.applied_event_ttl_s)
         return "applied"
 
     def _deliveries(self, msg: Msg) -> int:

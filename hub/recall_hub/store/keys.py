@@ -53,3 +53,17 @@ class Keys:
 
     def vectors(self, model_id: str, scope: str) -> str:
         return f"{self.vector_root(model_id)}:{scope}"
+
+    def scratch(self, name: str) -> str:
+        """A key for a measurement's throw-away data (the vector study), never read by a hub."""
+        return f"{self.root}:scratch:{name}"
+
+    @staticmethod
+    def vector_sets_pattern(graph_name: str = "*") -> str:
+        """Every vector set of one graph (or, by default, of any graph) (SCAN MATCH)."""
+        return f"recall:{graph_name}:vec:*"
+
+    @staticmethod
+    def scope_of_vector_set(key: str) -> str:
+        """The visibility scope a vector set key holds (``global``, ``group:<id>``, ``private:<id>``)."""
+        return key.split(":", 4)[-1]
