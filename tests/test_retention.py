@@ -189,3 +189,15 @@ async def test_unified_recall_examines_a_bounded_number_of_entries(hub: HubConte
     # Beyond what is scanned, a key the query names is still found.
     result = await kv_ops.unified_recall(hub, caller, UnifiedRecall(query="needle"))
     assert [e.key for e in result.entries] == ["needle"]
+
+
+def test_every_setting_is_documented_in_the_readme() -> None:
+    """A setting an operator cannot find does not exist for them: each ``RECALL_*`` variable has a row."""
+    from pathlib import Path
+
+    from recall_hub.embedders import EmbedderConfig
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n != "embedder"]
+    names += [f"RECALL_EMBEDDER__{n.upper()}" for n in EmbedderConfig.model_fields]
+    assert [n for n in names if f"`{n}`" not in readme] == []
