@@ -60,6 +60,11 @@ async def _letters(nc) -> AsyncIterator[asyncio.Queue[tuple[int, DeadLetter]]]:
 Letters = asyncio.Queue[tuple[int, DeadLetter]]
 
 
+def _message_id(publisher: str) -> dict[str, str]:
+    """The header every event carries, as the client sets it."""
+    return {"Nats-Msg-Id": f"{publisher}:{uuid.uuid4().hex}"}
+
+
 async def _collect(queue: Letters, subjects: set[str]) -> dict[str, tuple[int, DeadLetter]]:
     """One letter per subject in ``subjects`` (letters of other tests' events are skipped)."""
     found: dict[str, tuple[int, DeadLetter]] = {}
@@ -112,7 +117,7 @@ async def test_no_payload_stops_the_consumer_and_every_letter_is_bounded(connect
         # One subject at a time, so each letter can be matched to its payload.
         for subject, cases in by_subject.items():
             for payload, code in cases:
-                await js.publish(subject, payload)
+                await js.publish(subject, payload, headers=_message_id(agent.ai_id))
                 size, letter = (await _collect(letters, {subject}))[subject]
                 assert letter.code == code, (subject, letter.reason)
                 assert letter.payload_bytes == len(payload)
@@ -157,7 +162,7 @@ async def test_failures_while_handling_end_in_bounded_retries(tmp_path: Path, mo
             js = agent.nc.jetstream()
             await js.delete_stream(DEAD_LETTER_STREAM)  # every letter now fails to publish (no responders)
             subject = event_subject(agent.ai_id, "session.started")
-            await js.publish(subject, b"\x01" * 400_000)
+            await js.publish(subject, b"\x01" * 400_000, headers=_message_id(agent.ai_id))
             # Retried while the letter cannot be recorded, then terminated: never stuck, never forever.
             assert await service.events.wait_for(subject, deliveries=3, within=20) == ["retry", "retry", "dead"]
             assert service.events.running
@@ -168,7 +173,7 @@ async def test_failures_while_handling_end_in_bounded_retries(tmp_path: Path, mo
             # With the dead-letter stream back, letters are recorded again.
             await ensure_streams(js, settings)
             async with _letters(agent.nc) as letters:
-                await js.publish(subject, b"not json")
+                await js.publish(subject, b"not json", headers=_message_id(agent.ai_id))
                 _, letter = (await _collect(letters, {subject}))[subject]
             assert letter.payload == "not json" and letter.code == "invalid"
             assert (await js.stream_info(DEAD_LETTER_STREAM)).state.messages == 1
@@ -262,3 +267,23 @@ async def test_the_duplicate_window_is_the_servers_minimum(hub_service: HubServi
     info = await hub_service.events.js.stream_info(EVENTS_STREAM)
     assert info.config.duplicate_window <= 0.1
 
+
+
+async def test_a_publish_ack_aimed_at_anothers_event_subject_is_nobodys_event(connect, hub_service: HubService):
+    """An identity may name any reply subject on its own publish; JetStream then sends its ack there.
+    Aimed at another identity's event subject, that ack lands in the events stream under the victim's
+    name. It carries no message id, so it is dead-lettered as nobody's, and the victim's events apply."""
+    victim, attacker = await connect(), await connect()
+    target = event_subject(victim.ai_id, "session.started")
+    body = {"kind": "session.started", "event_id": uuid.uuid4().hex, "session_id": new_id("s")}
+    async with _letters(attacker.nc) as letters:
+        await attacker.nc.publish(
+            event_subject(attacker.ai_id, "session.started"), json.dumps(body).encode(),
+            reply=target, headers=_message_id(attacker.ai_id))
+        assert await hub_service.events.wait_for(body["event_id"], publisher=attacker.ai_id) == ["applied"]
+        _, letter = (await _collect(letters, {target}))[target]
+    assert (letter.code, letter.publisher) == ("invalid", None)
+    assert "Nats-Msg-Id" in letter.reason and '"stream"' in letter.payload  # the ack, not a forged event
+    session, event_id = new_id("s"), uuid.uuid4().hex
+    await victim.events.session_started(session, event_id=event_id)
+    assert await hub_service.events.wait_for(event_id, publisher=victim.ai_id) == ["applied"]

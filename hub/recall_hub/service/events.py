@@ -258,7 +258,9 @@ class EventConsumer:
         """Settle one delivery (ack, nak with delay, or dead-letter and term); never raises."""
         data: bytes = msg.data or b""
         parts = msg.subject.split(".")
-        publisher: str | None = parts[3][:64] if len(parts) > 3 else None  # as the subject says, for the letter
+        # as the subject says, for the letter; a message without a message id is nobody's (see _parse)
+        attributed = len(parts) > 3 and bool((msg.headers or {}).get("Nats-Msg-Id"))
+        publisher: str | None = parts[3][:64] if attributed else None
         event_id: str | None = None
         try:
             parsed = self._parse(msg, data)
@@ -298,7 +300,12 @@ class EventConsumer:
             raise _Dead("forbidden", "the subject's publisher is not an identity that may publish events")
         if kind not in EVENT_KINDS:
             raise _Dead("invalid", f"unknown event kind {kind[:100]!r}")
-        claimed = _IDENTITY.fullmatch(((msg.headers or {}).get("Nats-Msg-Id") or "").split(":", 1)[0])
+        message_id = (msg.headers or {}).get("Nats-Msg-Id")
+        if not message_id:
+            # The client sets one on every publish; a JetStream ack that another identity aimed at this
+            # subject (as the reply subject of its own publish) never has one: not this publisher's.
+            raise _Dead("invalid", "no Nats-Msg-Id header: publish each event with Nats-Msg-Id <publisher>:<random>")
+        claimed = _IDENTITY.fullmatch(message_id.split(":", 1)[0])
         if claimed is not None and claimed.group() != publisher:
             # Only good for colliding with that identity's messages (the stream deduplicates ids
             # stream-wide); no client of that identity sends it, so this can only be an attempt: on record.
