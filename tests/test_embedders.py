@@ -145,6 +145,30 @@ async def test_local_truncates_at_256_tokens_not_128(local: LocalEmbedder) -> No
     assert float(vec[0] @ vec[2]) < 0.9999  # a change after token 128 still counts
 
 
+@pytest.mark.parametrize("shape", ["prose", "long words", "no whitespace", "punctuation", "mixed scripts", "short"])
+async def test_local_reads_only_what_it_keeps_of_a_long_text(local: LocalEmbedder, shape: str) -> None:
+    """A long text is not tokenised in full (a 250 KB bead would hold the embedder for everyone), and
+    what is kept is token for token what tokenising the whole text and truncating gives."""
+    import random
+
+    rng = random.Random(shape)
+    pieces = {
+        "prose": lambda: rng.choice(["memory", "agent", "recall", "the", "déjà", "vu", "x-ray", "42"]),
+        "long words": lambda: "q" * rng.randint(90, 130),
+        "no whitespace": lambda: "",
+        "punctuation": lambda: "a," * rng.randint(1, 50),
+        "mixed scripts": lambda: rng.choice(["東京", "Ωmega", "naïve", "🙂", "ßtraße", "d'accord"]),
+        "short": lambda: "ok",
+    }[shape]
+    count = 3 if shape == "short" else 40_000
+    text = " ".join(pieces() for _ in range(count)) if shape != "no whitespace" else "y" * 250_000
+    texts = [text, text[: len(text) // 3], text[:5000], text[:700]]
+    tokenizer = local._load().tokenizer
+    expected = [e.ids for e in tokenizer.encode_batch(texts)]
+    assert local._token_ids(local._load(), texts) == expected
+    assert all(len(ids) <= local.max_tokens for ids in expected)
+
+
 async def test_local_does_not_block_event_loop(local: LocalEmbedder) -> None:
     await local.embed(["load the model first"])
     ticks = 0

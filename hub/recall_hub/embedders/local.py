@@ -176,13 +176,27 @@ class LocalEmbedder:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
         loaded = self._load()
         with self._run_lock:
-            encodings = loaded.tokenizer.encode_batch(items)
-            ids = [e.ids for e in encodings]
+            ids = self._token_ids(loaded, items)
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
             out = np.empty((len(items), LOCAL_DIM), dtype=np.float32)
             for chunk in self._plan_runs(order, [len(x) for x in ids]):
                 out[chunk] = self._run_batch(loaded, [ids[i] for i in chunk])
         return out
+
+    def _token_ids(self, loaded: _Loaded, items: list[str]) -> list[list[int]]:
+        """Token ids of each text, truncated to ``max_tokens``, without tokenising more of a long text
+        than the model reads: a text is cut at a whitespace well past what the kept tokens need (the
+        tokens of whole words do not depend on what follows them), and encoded in full only when that
+        prefix did not fill the window (very long words)."""
+        budget = self.max_tokens * _CHARS_PER_TOKEN_BOUND
+        prefixes = [_whole_words_prefix(text, budget) for text in items]
+        ids = [e.ids for e in loaded.tokenizer.encode_batch(prefixes)]
+        short = [i for i, (p, t) in enumerate(zip(prefixes, items, strict=True))
+                 if len(p) < len(t) and len(ids[i]) < self.max_tokens]
+        if short:
+            for i, e in zip(short, loaded.tokenizer.encode_batch([items[i] for i in short]), strict=True):
+                ids[i] = e.ids
+        return ids
 
     def _plan_runs(self, order: list[int], lengths: list[int]) -> list[list[int]]:
         """Split texts (sorted longest first) into model runs of at most ``batch_size``.
@@ -310,3 +324,16 @@ class LocalEmbedder:
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads})"
+
+
+_CHARS_PER_TOKEN_BOUND = 12
+"""Characters read per kept token before a text is cut (English averages ~4 per WordPiece token)."""
+
+
+def _whole_words_prefix(text: str, max_chars: int) -> str:
+    """``text`` up to its last plain whitespace within ``max_chars`` (the whole text when short)."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    cut = max(head.rfind(space) for space in " \t\n\r")
+    return head[:cut] if cut > 0 else text
