@@ -73,7 +73,8 @@ async def test_an_event_that_can_never_apply_is_dead_lettered_with_its_reason(co
     agent = await connect()
     js = agent.nc.jetstream()
     subject = event_subject(agent.ai_id, "session.started")
-    letter = await _dead_letter(connect, hub_service, lambda: js.publish(subject, b"{not json", headers={"Nats-Msg-Id": f"{agent.ai_id}:1"}))
+    message_id = {"Nats-Msg-Id": f"{agent.ai_id}:{uuid.uuid4().hex}"}
+    letter = await _dead_letter(connect, hub_service, lambda: js.publish(subject, b"{not json", headers=message_id))
     assert letter.code == "invalid" and letter.subject == subject and letter.payload == "{not json"
 
     ops, group_id, (member,) = await _group(connect, 1)

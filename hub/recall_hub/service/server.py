@@ -19,6 +19,7 @@ from recall_hub.ops.after_commit import sweep_forever
 from recall_hub.ops.indexing import repair
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import EventConsumer
+from recall_hub.store.upgrade import legacy_keys_present
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # Beads whose vector write failed (or that predate this model) are embedded in the background
     # while the hub already serves; `service.repaired` lets callers wait for it.
     service.repaired = asyncio.create_task(repair(ctx))
+    legacy_check = asyncio.create_task(_warn_about_legacy_keys(ctx))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
@@ -102,10 +104,23 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         if sweeper is not None:
             sweeper.cancel()
         service.repaired.cancel()
+        legacy_check.cancel()
         await consumer.stop()
         await service.stop()
         await nc.drain()
         await ctx.aclose()
+
+
+async def _warn_about_legacy_keys(ctx: HubContext) -> None:
+    try:
+        if await legacy_keys_present(ctx.redis):
+            log.warning(
+                "Redis holds keys of the first release's layout (key-value memory, change logs, audit, vectors "
+                "outside any graph's namespace): this hub does not read them. Run `recall upgrade --graph %s` "
+                "once to move them under this graph.", ctx.settings.graph_name,
+            )
+    except Exception as exc:  # a check for the operator's benefit; never a reason to stop serving
+        log.debug("legacy key check failed: %s", exc)
 
 
 async def serve_forever(settings: HubSettings, stop: asyncio.Event) -> None:

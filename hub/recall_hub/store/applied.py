@@ -29,3 +29,10 @@ class AppliedEvents:
     async def mark_applied(self, publisher: str, event_id: str, ttl_s: int) -> None:
         await self.redis.set(self.keys.applied_event(publisher, event_id), _APPLIED, ex=ttl_s)
 
+
+    async def mark_many_applied(self, pairs: list[tuple[str, str]], ttl_s: int) -> None:
+        """Mark ``(publisher, event_id)`` pairs applied, in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for publisher, event_id in pairs:
+            pipe.set(self.keys.applied_event(publisher, event_id), _APPLIED, ex=ttl_s)
+        await pipe.execute()

@@ -10,6 +10,21 @@ from __future__ import annotations
 import hashlib
 import re
 
+_SCOPE = r"global|(?:group|private):[^:]+"
+_LEGACY = re.compile(
+    rf"^recall:(?:kv:(?P<kv>[^:]+)|audit:(?P<audit>ai|bead):(?P<audited>.+)|changes:(?P<changes>{_SCOPE})"
+    rf"|vec:(?P<model>[0-9a-f]{{10}}):(?P<vec_scope>{_SCOPE}))$"
+)
+LEGACY_PATTERNS = ("recall:kv:*", "recall:audit:*", "recall:changes:*", "recall:vec:*")
+"""Where the first release kept keys, before they were namespaced by the graph name (SCAN MATCH)."""
+LEGACY_APPLIED_EVENTS = "recall:events:applied"
+"""The first release's set of applied event ids (``<publisher>:<event_id>``), never expired."""
+
+
+def is_legacy_key(key: str) -> bool:
+    """A key of the first release's layout (see :meth:`Keys.from_legacy`)."""
+    return _LEGACY.fullmatch(key) is not None
+
 GRAPH_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
@@ -57,6 +72,20 @@ class Keys:
     def scratch(self, name: str) -> str:
         """A key for a measurement's throw-away data (the vector study), never read by a hub."""
         return f"{self.root}:scratch:{name}"
+
+    def from_legacy(self, key: str) -> str | None:
+        """This graph's key for a key of the first release's layout; None for any other key (a key of
+        this layout never matches: its second part is a graph name followed by a kind)."""
+        m = _LEGACY.fullmatch(key)
+        if m is None:
+            return None
+        if m["kv"] is not None:
+            return self.kv(m["kv"])
+        if m["audit"] is not None:
+            return self.audit_ai(m["audited"]) if m["audit"] == "ai" else self.audit_bead(m["audited"])
+        if m["changes"] is not None:
+            return self.changes(m["changes"])
+        return f"{self.root}:vec:{m['model']}:{m['vec_scope']}"
 
     @staticmethod
     def vector_sets_pattern(graph_name: str = "*") -> str:

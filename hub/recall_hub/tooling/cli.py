@@ -239,6 +239,23 @@ async def _bench_embedder(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _upgrade(args: argparse.Namespace) -> int:
+    from redis.asyncio import Redis
+
+    from recall_hub.store.keys import Keys
+    from recall_hub.store.upgrade import adopt_legacy_keys
+
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        done = await adopt_legacy_keys(redis, Keys(settings.graph_name), settings.applied_event_ttl_s)
+    finally:
+        await redis.aclose()
+    print(f"graph {settings.graph_name}: {done.keys} key(s) moved under its namespace, "
+          f"{done.applied_events} applied event id(s) carried over, {done.conflicts} left in place (name taken)")
+    return 1 if done.conflicts else 0
+
+
 async def _reindex(args: argparse.Namespace) -> int:
     from recall_hub.context import HubContext
     from recall_hub.ops.indexing import reindex
@@ -373,6 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
     reindex = sub.add_parser("reindex", help="re-embed every bead with the configured embedder (RECALL_EMBEDDER__*)")
     _add_url_options(reindex)
     reindex.set_defaults(run=_reindex)
+
+    upgrade = sub.add_parser(
+        "upgrade", help="move a first-release store's Redis keys under the graph's namespace (safe to rerun)"
+    )
+    _add_url_options(upgrade)
+    upgrade.set_defaults(run=_upgrade)
 
     demo = sub.add_parser("demo", help="run the scripted demo against a running hub")
     demo.add_argument("--nats", default="nats://127.0.0.1:4222")
