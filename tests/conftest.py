@@ -6,14 +6,17 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
+from recall_hub.embedders import EmbedderConfig
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
+from recall_hub.tooling.auth import AuthBundle
 from recall_hub.tooling.stack import EmbeddedStack
 
 
@@ -67,6 +70,22 @@ async def connect(stack: EmbeddedStack, hub: HubContext) -> AsyncIterator[Client
     yield factory
     for client in clients:
         await client.close()
+
+
+@asynccontextmanager
+async def secure_hub_on(stack: EmbeddedStack, bundle: AuthBundle, graph_prefix: str) -> AsyncIterator[HubService]:
+    """A hub with the generated hub credentials on a stack whose nats-server runs the generated config."""
+    settings = HubSettings(
+        nats_url=stack.nats_url,
+        nats_creds=str(bundle.hub_creds),
+        falkordb_url=stack.redis_url,
+        redis_url=stack.redis_url,
+        graph_name=f"{graph_prefix}_{secrets.token_hex(4)}",
+        auth_required=True,
+        embedder=EmbedderConfig(kind="hash"),
+    )
+    async with running_hub(settings) as service:
+        yield service
 
 
 def repo_root() -> Path:

@@ -18,19 +18,17 @@ from pathlib import Path
 
 import nats
 import pytest
-from conftest import ClientFactory, new_ai
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
 from recall_client.client import NotificationStream
-from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
-from recall_hub.embedders import EmbedderConfig
 from recall_hub.service.endpoints import HubService
-from recall_hub.service.server import running_hub
 from recall_hub.tooling.auth import AuthBundle, connect_options, generate
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas.subjects import event_subject, notify_subject
+
+from tests.conftest import ClientFactory, new_ai, secure_hub_on
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,6 +40,7 @@ NOT_NOTIFICATIONS = [
     b"not json at all",
     b"",
 ]
+
 
 
 async def spy_on(nc: NATS, subject: str) -> asyncio.Queue[Msg]:
@@ -126,16 +125,7 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory, bundle: AuthBundle) -
 
 @pytest.fixture(scope="module")
 async def secure_hub(secure_stack: EmbeddedStack, bundle: AuthBundle) -> AsyncIterator[HubService]:
-    settings = HubSettings(
-        nats_url=secure_stack.nats_url,
-        nats_creds=str(bundle.hub_creds),
-        falkordb_url=secure_stack.redis_url,
-        redis_url=secure_stack.redis_url,
-        graph_name=f"recall_notify_{secrets.token_hex(4)}",
-        auth_required=True,
-        embedder=EmbedderConfig(kind="hash"),
-    )
-    async with running_hub(settings) as service:
+    async with secure_hub_on(secure_stack, bundle, "recall_notify") as service:
         yield service
 
 

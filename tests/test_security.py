@@ -32,11 +32,8 @@ import recall_client.client
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
-from recall_hub.config import HubSettings
-from recall_hub.embedders import EmbedderConfig
 from recall_hub.service import endpoints as transport
 from recall_hub.service.endpoints import HubService
-from recall_hub.service.server import running_hub
 from recall_hub.tooling import auth
 from recall_hub.tooling.auth import (
     AuthBundle,
@@ -62,7 +59,10 @@ from recall_schemas import (
 )
 from recall_schemas.subjects import EVENTS_STREAM, event_subject, notify_subject, request_subject
 
+from tests.conftest import secure_hub_on
+
 pytestmark = pytest.mark.timeout(120)
+
 
 
 def _id(kind: str) -> str:
@@ -125,16 +125,7 @@ def secure_stack(tmp_path_factory: pytest.TempPathFactory, bundle: AuthBundle) -
 
 @pytest.fixture(scope="module")
 async def secure_hub(secure_stack: EmbeddedStack, bundle: AuthBundle) -> AsyncIterator[HubService]:
-    settings = HubSettings(
-        nats_url=secure_stack.nats_url,
-        nats_creds=str(bundle.hub_creds),
-        falkordb_url=secure_stack.redis_url,
-        redis_url=secure_stack.redis_url,
-        graph_name=f"recall_security_{secrets.token_hex(4)}",
-        auth_required=True,
-        embedder=EmbedderConfig(kind="hash"),
-    )
-    async with running_hub(settings) as service:
+    async with secure_hub_on(secure_stack, bundle, "recall_security") as service:
         yield service
 
 

@@ -349,8 +349,7 @@ class EventConsumer:
         deliveries = self._deliveries(msg)
         if deliveries < self.settings.event_max_deliveries:
             log.warning("event %.200s deferred (%s), delivery %d", msg.subject, reason[:300], deliveries)
-            if await self._settle(msg.nak(delay=self.settings.event_retry_delay_s * deliveries), msg, "nak"):
-                await self._mark(publisher, event_id or msg.subject, "retry")
+            await self._retry_later(msg, publisher, event_id, deliveries)
             return
         await self._dead(msg, data, publisher, event_id, "unavailable", f"still failing after {deliveries}: {reason}")
 
@@ -376,12 +375,15 @@ class EventConsumer:
         except Exception as exc:
             if deliveries < self.settings.event_max_deliveries:
                 log.warning("dead letter for %.200s not recorded (%s); the event is retried", msg.subject, exc)
-                if await self._settle(msg.nak(delay=self.settings.event_retry_delay_s * deliveries), msg, "nak"):
-                    await self._mark(publisher, event_id or msg.subject, "retry")
+                await self._retry_later(msg, publisher, event_id, deliveries)
                 return
             log.error("dead letter for %.200s lost (%s); the event is terminated: %s", msg.subject, exc, body[:4096])
         if await self._settle(msg.term(), msg, "term"):
             await self._mark(publisher, event_id or msg.subject, "dead")
+
+    async def _retry_later(self, msg: Msg, publisher: str | None, event_id: str | None, deliveries: int) -> None:
+        if await self._settle(msg.nak(delay=self.settings.event_retry_delay_s * deliveries), msg, "nak"):
+            await self._mark(publisher, event_id or msg.subject, "retry")
 
     async def _settle(self, action: Awaitable[None], msg: Msg, what: str) -> bool:
         """Send an ack/nak/term; when it cannot be sent, the server redelivers after ack_wait."""
