@@ -34,7 +34,10 @@ OPERATIONS: dict[str, Operation] = {
         Operation("find_similar", r.FindSimilar, r.SearchResult, "Beads whose meaning is close to a bead's"),
         Operation("why", r.Why, r.WhyResult, "Semantic seeds plus the typed graph around them"),
         Operation("context", r.GetContext, r.ContextBlock, "Best memory for a query within a token budget"),
-        Operation("get_by_session", r.GetBySession, r.BeadList, "Visible beads of a session, oldest first"),
+        Operation(
+            "get_by_session", r.GetBySession, r.BeadList,
+            "Visible beads of a session (the caller's own of that id, else a groupmate's), oldest first",
+        ),
         Operation("get_by_group", r.GetByGroup, r.BeadList, "Beads of a group, newest first"),
         Operation("get_by_tag", r.GetByTag, r.BeadList, "Visible beads with a tag, newest first"),
         Operation("get_recent", r.GetRecent, r.BeadList, "Most recent visible beads"),
