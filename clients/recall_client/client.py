@@ -72,7 +72,7 @@ from recall_schemas import (
 )
 from recall_schemas import coordination as c
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.requests import DEADLINE_HEADER
+from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, index_seq_key
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
 
 from .events import EventPublisher
@@ -200,6 +200,9 @@ class RecallClient:
         self.timeout = timeout
         self.retries = retries
         self._in_flight = _InFlight(max_in_flight, max_in_flight_bytes)
+        self._index_seq: str | None = None
+        """The furthest index-log position a hub reported to this client: its searches ask for it, so
+        they find this client's own writes whichever hub answers."""
         self.connect_timeout = connect_timeout
         self._creds = creds
         self._user = user
@@ -294,6 +297,9 @@ class RecallClient:
             msg = await self._send(op, subject, payload)
         finally:
             self._in_flight.release(len(payload))
+        seq = msg.headers.get(INDEX_SEQ_HEADER) if msg.headers else None
+        if seq and (self._index_seq is None or index_seq_key(seq) > index_seq_key(self._index_seq)):
+            self._index_seq = seq
         if msg.headers and ERROR_CODE_HEADER in msg.headers:
             try:
                 error = ErrorReply.model_validate_json(msg.data)
@@ -310,6 +316,8 @@ class RecallClient:
         for attempt in range(self.retries + 1):
             # The hub skips a request still waiting for a slot when this attempt has given up on it.
             headers = {DEADLINE_HEADER: str(time.time_ns() // 1_000_000 + int(self.timeout * 1000))}
+            if self._index_seq is not None:
+                headers[INDEX_AFTER_HEADER] = self._index_seq
             try:
                 msg = await self.nc.request(subject, payload, timeout=self.timeout, headers=headers)
                 break

@@ -68,6 +68,14 @@ class HubSettings(BaseSettings):
     outbox_grace_ms: int = Field(
         default=2000, ge=0, description="A sweep leaves entries younger than this to the request settling them"
     )
+    index_log_max: int = Field(
+        default=500_000, ge=1000,
+        description="Entries the index log keeps; a hub that falls further behind rebuilds its keyword index",
+    )
+    index_wait_s: float = Field(
+        default=5.0, gt=0, le=60,
+        description="How long a search waits for the keyword index to reach its caller's last write",
+    )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
     # --- retention: nothing grows without bound (docs/operations.md) ---
     events_max_age_s: int = Field(

@@ -17,7 +17,9 @@ from recall_hub.store.feed import ChangeFeed
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.groups import GroupStore
 from recall_hub.store.handoffs import HandoffStore
+from recall_hub.store.index_log import IndexLog
 from recall_hub.store.keys import Keys
+from recall_hub.store.keyword_index import KeywordIndex
 from recall_hub.store.kv import KVStore
 from recall_hub.store.outbox import OutboxStore
 from recall_hub.store.relationships import RelationshipStore
@@ -44,6 +46,8 @@ class HubContext:
     agents: AgentStore
     handoffs: HandoffStore
     applied_events: AppliedEvents
+    index_log: IndexLog
+    keywords: KeywordIndex
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -55,6 +59,8 @@ class HubContext:
             await embedder.warmup()
         keys = Keys(settings.graph_name)
         vectors = VectorStore(redis, keys, embedder.model_id, quantization=settings.vector_quantization)
+        beads = BeadStore(graph)
+        index_log = IndexLog(redis, keys, settings.index_log_max)
         return cls(
             settings=settings,
             graph=graph,
@@ -68,7 +74,7 @@ class HubContext:
             ),
             kv=KVStore(redis, keys),
             keys=keys,
-            beads=BeadStore(graph),
+            beads=beads,
             outbox=OutboxStore(graph, redis, keys),
             relationships=RelationshipStore(graph),
             groups=GroupStore(graph),
@@ -76,6 +82,8 @@ class HubContext:
             agents=AgentStore(graph),
             handoffs=HandoffStore(graph),
             applied_events=AppliedEvents(redis, keys),
+            index_log=index_log,
+            keywords=KeywordIndex(beads, index_log),
         )
 
     async def aclose(self) -> None:

@@ -31,6 +31,23 @@ Limit = Annotated[int, Field(ge=1, le=500)]
 DEADLINE_HEADER = "Recall-Deadline"
 """Request header: when the caller stops waiting, as absolute Unix epoch milliseconds (the client sends
 its send time + timeout). The hub skips a request whose deadline passed before it could start it."""
+INDEX_SEQ_HEADER = "Recall-Index-Seq"
+"""Reply header: how far the answering hub has recorded writes in its index log (``<ms>-<n>``). A
+client keeps the largest it has seen and sends it as :data:`INDEX_AFTER_HEADER`."""
+INDEX_AFTER_HEADER = "Recall-Index-After"
+"""Request header: a search first brings the hub's keyword index up to this position (bounded), so a
+caller finds its own writes whichever hub answers."""
+
+
+def index_seq_key(seq: str) -> tuple[int, int]:
+    """An index-log position as a comparable pair; a malformed one sorts first (it asks for nothing)."""
+    ms, _, n = seq.partition("-")
+    try:
+        return int(ms), int(n or 0)
+    except ValueError:
+        return (0, 0)
+
+
 IdempotencyKey = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 

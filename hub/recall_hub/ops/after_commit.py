@@ -3,7 +3,8 @@
 A write records its follow-up in the outbox in the same atomic query
 (:mod:`recall_hub.store.outbox`). :func:`settle` works off every pending entry of one bead, oldest
 first, under the bead's lock (shared by all hubs): the vector in the bead's current scope and no
-other, the auto-links of a new bead, the change-feed entries (each logged exactly once) and their
+other, the index-log entry every hub's keyword index applies, the auto-links of a new bead, the
+change-feed entries (each logged exactly once) and their
 notifications; then it deletes the entry. A step that fails leaves the entry with a retry time;
 :func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind.
 
@@ -61,6 +62,7 @@ async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
+    await ctx.index_log.append(entry.bead_id)  # every hub's keyword index re-reads the bead
     props = await ctx.beads.system_get(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     vector = None

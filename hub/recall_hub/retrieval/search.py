@@ -31,7 +31,6 @@ from recall_schemas import (
     SearchHit,
     SearchMode,
     SearchResult,
-    Visibility,
     Why,
     WhyResult,
 )
@@ -41,36 +40,24 @@ from recall_hub.ops.indexing import bead_text, embed_texts
 from recall_hub.ops.relationships import expand
 from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
+from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.store.records import bead_from_props
-from recall_hub.store.vectors import caller_scopes, filter_expression
+from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms
 from recall_hub.tokens import count_tokens
 
+KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall"})
+"""Operations that read the keyword index (a request may ask it to catch up with its caller first)."""
 CANDIDATES = 100
 """How deep each list (keyword, vector) is read before fusion."""
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 
 
-async def my_groups(ctx: HubContext, caller: str) -> list[str]:
-    return await ctx.beads.my_groups(caller)
-
-
-async def _scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
-    groups = await my_groups(ctx, caller)
-    if filters.group_id is not None:
-        groups = [g for g in groups if g == filters.group_id]
-    scopes = caller_scopes(caller, groups)
-    if filters.visibility is not None:
-        prefix = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibility.GROUP: "group:"}
-        scopes = [s for s in scopes if s.startswith(prefix[filters.visibility])]
-    return scopes
-
-
 async def vector_candidates(
     ctx: HubContext, caller: str, vector: Any, filters: BeadFilters, k: int
 ) -> list[tuple[str, float]]:
-    scopes = await _scopes(ctx, caller, filters)
+    scopes = await searchable_scopes(ctx, caller, filters)
     hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters))
     return [(h.bead_id, h.similarity) for h in hits]
 

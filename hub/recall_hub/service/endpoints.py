@@ -53,14 +53,15 @@ from recall_schemas import (
 )
 from recall_schemas.coordination import ChangeBatch, Notification, UnifiedRecallResult
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.requests import DEADLINE_HEADER
+from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, index_seq_key
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
 
 from recall_hub.context import HubContext
 from recall_hub.ops.dispatch import dispatch
 from recall_hub.ops.listing import PAGED_OPERATIONS, cursor_after
-from recall_hub.retrieval.search import render
+from recall_hub.retrieval.search import KEYWORD_READERS, render
 from recall_hub.store.audit import bead_ids_of
+from recall_hub.store.index_log import ZERO
 from recall_hub.timeutil import now_ms
 from recall_hub.tokens import count_tokens
 
@@ -553,6 +554,18 @@ class HubService:
 
         return on_request
 
+    async def _catch_up_to(self, headers: Mapping[str, str] | None) -> None:
+        """Bring the keyword index up to the caller's last write (from any hub), within a bound."""
+        after = headers.get(INDEX_AFTER_HEADER) if headers else None
+        if not after or index_seq_key(after) <= index_seq_key(self.ctx.keywords.applied):
+            return
+        try:
+            async with asyncio.timeout(self.ctx.settings.index_wait_s):
+                await self.ctx.keywords.catch_up(after[:64])
+        except TimeoutError:
+            log.warning("keyword index still behind %s after %.1f s; answering from %s",
+                        after[:64], self.ctx.settings.index_wait_s, self.ctx.keywords.applied)
+
     def _check_deadline(self, deadline: int | None, stage: str) -> None:
         """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
         if deadline is None:
@@ -573,6 +586,8 @@ class HubService:
             try:
                 async with admitted.running, self._slots:
                     self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
+                    if op in KEYWORD_READERS:
+                        await self._catch_up_to(request.headers)
                     body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
             except RecallError as exc:
                 error = _describe(exc)
@@ -586,7 +601,8 @@ class HubService:
                 await _answer_error(request, internal)
                 return
             if request._msg.reply:
-                await request.respond(body)
+                seq = self.ctx.index_log.last_appended
+                await request.respond(body, headers={INDEX_SEQ_HEADER: seq} if seq != ZERO else None)
         except Exception as failure:
             log.exception("could not reply to %s", op)
             error = error or f"reply failed: {type(failure).__name__}"

@@ -92,7 +92,13 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
     sweeper: asyncio.Task[None] | None = None
+    follower: asyncio.Task[None] | None = None
     try:
+        # The keyword index lives in this process: built from the graph before the first request.
+        began = time.perf_counter()
+        indexed = await ctx.keywords.rebuild()
+        log.info("keyword index: %d beads in %.1f s", indexed, time.perf_counter() - began)
+        follower = asyncio.create_task(ctx.keywords.follow(), name="recall-keyword-index")
         await service.start()
         # After-commit work a crash or a failure left behind is finished first thing, then periodically.
         sweeper = asyncio.create_task(
@@ -101,8 +107,9 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         await consumer.start()
         yield service
     finally:
-        if sweeper is not None:
-            sweeper.cancel()
+        for task in (sweeper, follower):
+            if task is not None:
+                task.cancel()
         service.repaired.cancel()
         legacy_check.cancel()
         await consumer.stop()

@@ -186,46 +186,6 @@ class BeadStore:
         )
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
-    async def scope_stats(self, caller: str, filters: BeadFilters) -> tuple[int, float]:
-        """How many beads the caller may search under ``filters``, and their mean length (title + content)."""
-        clause, params = filter_clause("b", filters)
-        rows = await self.graph.ro_query(
-            MY_GROUPS + f"MATCH (b:Bead) WHERE {visible('b')}{clause} "
-            "RETURN count(b), avg(size(b.title) + size(coalesce(b.content, '')))",
-            {"caller": caller, **params},
-        )
-        count = int(rows[0][0]) if rows else 0
-        mean = float(rows[0][1] or 1.0) if rows else 1.0
-        return count, mean
-
-    async def keyword_bm25(
-        self, caller: str, terms: list[str], filters: BeadFilters, *, total: int, mean_length: float,
-        k1: float, b: float, term_cap: int, limit: int,
-    ) -> list[tuple[str, float]]:
-        """Okapi BM25 over the full-text index among the visible beads passing ``filters``, best first
-        (the method is described in :mod:`recall_hub.retrieval.keyword`)."""
-        clause, params = filter_clause("b", filters)
-        rows = await self.graph.ro_query(
-            MY_GROUPS + "UNWIND $terms AS term "
-            "CALL db.idx.fulltext.queryNodes('Bead', term) YIELD node AS b "
-            f"WITH term, b, my_groups WHERE {visible('b')}{clause} "
-            "WITH term, count(b) AS df, collect(b)[..$cap] AS beads "
-            # the cached scope size may lag behind new beads: never let a word look rarer than absent
-            "WITH beads, log(1.0 + (CASE WHEN $n > df THEN $n ELSE df END - df + 0.5) / (df + 0.5)) AS idf "
-            "UNWIND beads AS b "
-            "WITH b, sum(idf * ($k1 + 1.0) / (1.0 + $k1 * (1.0 - $bn + $bn * "
-            "(size(b.title) + size(coalesce(b.content, ''))) / $avg))) AS score "
-            "WITH b.bead_id AS id, score ORDER BY score DESC, id LIMIT $limit "
-            "WITH collect(id + ' ' + toString(score)) AS rows " + joined("rows"),
-            {
-                "caller": caller, "terms": terms, "cap": term_cap, "n": total, "avg": max(mean_length, 1.0),
-                "k1": k1, "bn": b, "limit": limit, **params,
-            },
-        )
-        ranked = [(bead_id, float(score)) for bead_id, score in split_joined(rows)]
-        ranked.sort(key=lambda kv: (-kv[1], kv[0]))
-        return ranked
-
     # --- writes, as a caller --------------------------------------------------------------------
 
     async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
@@ -374,6 +334,25 @@ class BeadStore:
         """The bead as stored, for after-commit work whose caller was authorised at commit time."""
         rows = await self.graph.ro_query("MATCH (b:Bead {bead_id: $bead_id}) RETURN b", {"bead_id": bead_id})
         return dict(rows[0][0].properties) if rows else None
+
+    async def system_many(self, bead_ids: Sequence[str]) -> list[Props]:
+        """The beads of ``bead_ids`` that exist, as stored (derived indexes read what is there now)."""
+        rows = await self.graph.ro_query(
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN b", {"ids": list(bead_ids)}
+        )
+        return [dict(row[0].properties) for row in rows]
+
+    async def system_count(self) -> int:
+        rows = await self.graph.ro_query("MATCH (b:Bead) RETURN count(b)")
+        return int(rows[0][0]) if rows else 0
+
+    async def system_page(self, after: str, limit: int) -> list[Props]:
+        """Every bead in ``bead_id`` order, a page at a time (rebuilding a derived index)."""
+        rows = await self.graph.ro_query(
+            "MATCH (b:Bead) WHERE b.bead_id > $after RETURN b ORDER BY b.bead_id LIMIT $limit",
+            {"after": after, "limit": limit},
+        )
+        return [dict(row[0].properties) for row in rows]
 
     async def system_edge_counts(self) -> dict[str, int]:
         """Edges between beads by type, hub-made ones (auto-links) counted apart (for ``recall bench``)."""

@@ -57,6 +57,9 @@ class Keys:
     def outbox_done(self, entry_id: str, step: str) -> str:
         return f"{self.root}:outbox:done:{entry_id}:{step}"
 
+    def index_log(self) -> str:
+        return f"{self.root}:index:log"
+
     def lock(self, name: str) -> str:
         return f"{self.root}:lock:{name}"
 

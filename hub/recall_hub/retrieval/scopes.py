@@ -1,0 +1,21 @@
+"""The visibility scopes a search of one caller reads: its own private scope, its groups', global."""
+
+from __future__ import annotations
+
+from recall_schemas import BeadFilters, Visibility
+
+from recall_hub.context import HubContext
+from recall_hub.store.vectors import caller_scopes
+
+_PREFIX = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibility.GROUP: "group:"}
+
+
+async def searchable_scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
+    """The caller's scopes (checked against the membership graph now), narrowed by the filters."""
+    groups = await ctx.beads.my_groups(caller)
+    if filters.group_id is not None:
+        groups = [g for g in groups if g == filters.group_id]
+    scopes = caller_scopes(caller, groups)
+    if filters.visibility is not None:
+        scopes = [s for s in scopes if s.startswith(_PREFIX[filters.visibility])]
+    return scopes

@@ -1,0 +1,250 @@
+"""Keyword retrieval on tantivy: one in-memory index per hub process, derived from the graph.
+
+The index holds each bead's words (title, content, tags; English stemming) with the fields that
+decide visibility and the search filters. A query is the caller's words *and* the caller's scopes
+(``global``, ``group:<id>`` of its groups, ``private:<its id>``) *and* the filters, all inside one
+tantivy query, so top-k is taken among beads the caller may see. Every candidate is still re-checked
+against the graph before it is returned (:mod:`recall_hub.retrieval.search`).
+
+Scores are Okapi BM25 with the term statistics *of the caller's scopes*: each word is looked up on its
+own inside the scopes, which gives its document frequency there; tantivy's per-word score (term
+frequency and length normalisation) is rescaled from the whole index's IDF to that in-scope IDF. So a
+score tells nothing about beads the caller cannot see (a whole-index IDF would say whether some
+invisible bead holds a word); only the mean document length of the whole index enters the length
+normalisation.
+
+The index is kept current from :mod:`recall_hub.store.index_log`: :meth:`KeywordIndex.catch_up`
+applies every entry after the last applied one (reading each named bead's current state), commits,
+and reloads the searcher. A hub runs :meth:`KeywordIndex.follow` in the background; a request that
+carries the sequence of its caller's last write first catches up to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tantivy
+from recall_schemas import BeadFilters
+from recall_schemas.requests import index_seq_key as seq_key
+
+from recall_hub.store.beads import BeadStore
+from recall_hub.store.index_log import ZERO, IndexLog
+from recall_hub.store.vectors import scope_of
+from recall_hub.timeutil import to_ms
+
+log = logging.getLogger(__name__)
+
+TERM_CAP = 2000
+"""Beads read per query word; a word in more of the caller's beads is nearly a stopword (tiny IDF),
+so the beads past the cap lose only a negligible share of their score."""
+APPLY_PAGE = 1000
+WRITER_HEAP = 32_000_000
+_RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("bead_id", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("text", tokenizer_name="en_stem", index_option="freq")
+    for name in _RAW[1:]:
+        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("importance", indexed=True)
+    builder.add_integer_field("created_at", indexed=True)
+    return builder.build()
+
+
+def document_text(props: Mapping[str, Any]) -> str:
+    """What a bead is found by: its title, its content and its tags."""
+    parts = [str(props.get("title") or ""), str(props.get("content") or "")]
+    parts.extend(str(t) for t in props.get("tags") or [])
+    return "\n".join(p for p in parts if p)
+
+
+class KeywordIndex:
+    def __init__(self, beads: BeadStore, index_log: IndexLog) -> None:
+        self.beads = beads
+        self.log = index_log
+        self.schema = _schema()
+        self._index = tantivy.Index(self.schema)
+        self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        self._searcher = self._index.searcher()
+        self._lock = asyncio.Lock()
+        self.applied = ZERO
+        """The newest index-log entry this index reflects."""
+        self.ready = False
+        """True once built from the graph (:meth:`rebuild`)."""
+
+    # --- maintenance ------------------------------------------------------------------------------
+
+    async def rebuild(self, progress: Any = None) -> int:
+        """Index every bead from the graph, then apply the log from where the build began."""
+        async with self._lock:
+            start = (await self.log.state()).last
+            self._writer.delete_all_documents()
+            done, after = 0, ""
+            total = await self.beads.system_count()
+            while page := await self.beads.system_page(after, APPLY_PAGE):
+                for props in page:
+                    self._writer.add_document(self._document(props))
+                done += len(page)
+                after = str(page[-1]["bead_id"])
+                if progress is not None:
+                    progress(done, total)
+            await self._commit()
+            self.applied = start
+            self.ready = True
+        await self.catch_up()
+        return done
+
+    async def catch_up(self, until: str | None = None) -> None:
+        """Apply the log up to ``until`` (everything there is, with None)."""
+        if not self.ready:
+            await self.rebuild()
+            return
+        if until is not None and seq_key(until) <= seq_key(self.applied):
+            return
+        async with self._lock:
+            state = await self.log.state()
+            if seq_key(state.trimmed_through) > seq_key(self.applied):
+                log.warning("keyword index fell behind the trimmed log (%s < %s): rebuilding",
+                            self.applied, state.trimmed_through)
+                self.ready = False
+        if not self.ready:
+            await self.rebuild()
+            return
+        async with self._lock:
+            reached = self.applied
+            while entries := await self.log.after(reached, APPLY_PAGE):
+                await self._apply({bead_id for _, bead_id in entries if bead_id})
+                reached = entries[-1][0]
+                if until is not None and seq_key(reached) >= seq_key(until):
+                    break
+            if reached != self.applied:
+                await self._commit()
+                self.applied = reached  # only now do searches see it
+
+    async def follow(self, block_ms: int = 5000) -> None:
+        """Keep applying the log as it grows (a hub's background task)."""
+        while True:
+            try:
+                await self.catch_up()
+                await self.log.wait_after(self.applied, block_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("keyword index follow: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+
+    async def _apply(self, bead_ids: set[str]) -> None:
+        current = {str(p["bead_id"]): p for p in await self.beads.system_many(sorted(bead_ids))}
+        for bead_id in bead_ids:
+            self._writer.delete_documents_by_term("bead_id", bead_id)
+            props = current.get(bead_id)
+            if props is not None:
+                self._writer.add_document(self._document(props))
+
+    async def _commit(self) -> None:
+        await asyncio.to_thread(self._writer.commit)
+        await asyncio.to_thread(self._index.reload)
+        self._searcher = self._index.searcher()
+
+    def _document(self, props: Mapping[str, Any]) -> tantivy.Document:
+        doc = tantivy.Document()
+        doc.add_text("bead_id", str(props["bead_id"]))
+        doc.add_text("text", document_text(props))
+        doc.add_text("scope", scope_of(props))
+        for name in ("bead_type", "status", "session_id", "created_by", "group_id"):
+            if props.get(name) is not None:
+                doc.add_text(name, str(props[name]))
+        for tag in props.get("tags") or []:
+            doc.add_text("tags", str(tag))
+        doc.add_integer("importance", int(props.get("importance") or 0))
+        doc.add_integer("created_at", int(props.get("created_at") or 0))
+        return doc
+
+    # --- search -----------------------------------------------------------------------------------
+
+    def search(
+        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int,
+        k1: float = 1.2,
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` best beads of ``scopes`` passing ``filters`` for the words ``terms``, with
+        BM25 scores computed on the statistics of those scopes only (see the module docstring)."""
+        if not scopes or not terms:
+            return []
+        searcher = self._searcher
+        restrict = self._restriction(scopes, filters)
+        in_scope = _count(searcher, restrict)
+        if in_scope == 0:
+            return []
+        everywhere = max(searcher.num_docs, 1)
+        scores: dict[tuple[int, int], float] = {}
+        for term in terms:
+            try:
+                word = self._index.parse_query(term, ["text"])
+            except ValueError:
+                continue
+            df_all = _count(searcher, word)
+            if df_all == 0:
+                continue
+            hits = searcher.search(
+                tantivy.Query.boolean_query([
+                    (tantivy.Occur.Must, word), (tantivy.Occur.Must, tantivy.Query.const_score_query(restrict, 0.0)),
+                ]),
+                limit=TERM_CAP, count=True,
+            )
+            df_scope = int(hits.count)  # type: ignore[attr-defined]  # the stubs lack it
+            if df_scope == 0:
+                continue
+            # tantivy scored with the whole index's IDF; rescale each hit to the caller's scopes.
+            rescale = _idf(in_scope, df_scope) / _idf(everywhere, df_all)
+            for score, address in hits.hits:
+                key = (address.segment_ord, address.doc)
+                scores[key] = scores.get(key, 0.0) + score * rescale
+        best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
+        ranked = [(str(searcher.doc(tantivy.DocAddress(*key))["bead_id"][0]), score) for key, score in best]
+        ranked.sort(key=lambda kv: (-kv[1], kv[0]))
+        return ranked
+
+    def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
+        schema = self.schema
+        must = [tantivy.Query.term_set_query(schema, "scope", list(scopes))]
+        for tag in filters.tags:
+            must.append(tantivy.Query.term_query(schema, "tags", tag))
+        if filters.bead_types:
+            must.append(tantivy.Query.term_set_query(schema, "bead_type", [t.value for t in filters.bead_types]))
+        for name, value in (
+            ("session_id", filters.session_id), ("group_id", filters.group_id), ("created_by", filters.created_by),
+            ("status", filters.status.value if filters.status else None),
+        ):
+            if value is not None:
+                must.append(tantivy.Query.term_query(schema, name, value))
+        if filters.min_importance is not None or filters.max_importance is not None:
+            must.append(tantivy.Query.range_query(
+                schema, "importance", tantivy.FieldType.Integer,
+                filters.min_importance if filters.min_importance is not None else -(2**62),
+                filters.max_importance if filters.max_importance is not None else 2**62,
+            ))
+        if filters.created_after is not None or filters.created_before is not None:
+            must.append(tantivy.Query.range_query(
+                schema, "created_at", tantivy.FieldType.Integer,
+                to_ms(filters.created_after) if filters.created_after is not None else -(2**62),
+                to_ms(filters.created_before) if filters.created_before is not None else 2**62,
+                include_upper=filters.created_before is None,
+            ))
+        return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in must])
+
+    def size(self) -> int:
+        return int(self._searcher.num_docs)
+
+
+def _idf(total: int, df: int) -> float:
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
+def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
+    return int(searcher.search(query, limit=1, count=True).count)  # type: ignore[attr-defined]
