@@ -12,7 +12,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +31,9 @@ from recall_schemas import (
     Conflict,
     ContextBlock,
     CreateBead,
+    CreateBeads,
+    CreatedBeads,
+    CreatedItem,
     CreateGroup,
     DecayOldMemories,
     DecayReport,
@@ -72,7 +75,7 @@ from recall_schemas import (
 )
 from recall_schemas import coordination as c
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, index_seq_key
+from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, MAX_BATCH, index_seq_key
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
 
 from .events import EventPublisher
@@ -342,6 +345,49 @@ class RecallClient:
         session_id, subsession_id, group_id, visibility, metadata, provenance, idempotency_key)."""
         fields.setdefault("idempotency_key", uuid.uuid4().hex)
         return await self.call("create_bead", _build(CreateBead, title=title, content=content, **fields), MemoryBead)
+
+    async def create_beads(
+        self,
+        beads: Iterable[CreateBead | Mapping[str, Any]],
+        *,
+        batch_size: int = 64,
+        batch_bytes: int = 256 * 1024,
+        concurrency: int = 1,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[CreatedItem]:
+        """Store many beads, in batches of at most ``batch_size`` beads and ``batch_bytes`` bytes with
+        ``concurrency`` batches in flight. The beads of one batch are stored in order (``created_at`` a
+        millisecond apart, so sessions keep it); batches sent concurrently may interleave. A bead without an idempotency key gets one, so a retried batch
+        stores nothing twice. One :class:`CreatedItem` per bead, in order (an item carries ``error``
+        when that bead was refused); ``progress(n)`` is called with how many beads were answered."""
+        requests = [b if isinstance(b, CreateBead) else _build(CreateBead, **b) for b in beads]
+        requests = [
+            r if r.idempotency_key else r.model_copy(update={"idempotency_key": uuid.uuid4().hex}) for r in requests
+        ]
+        batches: list[list[CreateBead]] = []
+        size = 0
+        for request in requests:
+            encoded = len(request.model_dump_json(exclude_unset=True)) + 1
+            if not batches or len(batches[-1]) >= min(batch_size, MAX_BATCH) or size + encoded > batch_bytes:
+                batches.append([])
+                size = 0
+            batches[-1].append(request)
+            size += encoded
+        results: list[list[CreatedItem]] = [[] for _ in batches]
+        slots = asyncio.Semaphore(max(1, concurrency))
+        answered = 0
+
+        async def send(i: int, batch: list[CreateBead]) -> None:
+            nonlocal answered
+            async with slots:
+                reply = await self.call("create_beads", CreateBeads(beads=batch), CreatedBeads)
+            results[i] = reply.items
+            answered += len(batch)
+            if progress is not None:
+                progress(answered)
+
+        await asyncio.gather(*(send(i, batch) for i, batch in enumerate(batches)))
+        return [item for batch in results for item in batch]
 
     async def get_bead(self, bead_id: str) -> MemoryBead:
         return await self.call("get_bead", _build(GetBead, bead_id=bead_id), MemoryBead)

@@ -27,6 +27,10 @@ OPERATIONS: dict[str, Operation] = {
     op.name: op
     for op in (
         Operation("create_bead", r.CreateBead, MemoryBead, "Store a memory bead"),
+        Operation(
+            "create_beads", r.CreateBeads, r.CreatedBeads,
+            "Store many beads in one request (each checked and idempotent on its own)",
+        ),
         Operation("get_bead", r.GetBead, MemoryBead, "Read one bead (touches accessed_at)"),
         Operation("update_bead", r.UpdateBead, MemoryBead, "Change fields of a bead"),
         Operation("delete_bead", r.DeleteBead, r.Deleted, "Delete a bead and its relationships"),

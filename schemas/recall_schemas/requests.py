@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
+from .errors import ErrorBody
 from .ids import AiId, BeadId, GroupId, SessionId
 from .models import (
     Content,
@@ -81,6 +82,29 @@ class CreateBead(WireModel):
         if self.visibility is Visibility.GROUP and self.group_id is None:
             raise ValueError("visibility 'group' needs a group_id")
         return self
+
+
+MAX_BATCH = 256
+"""Beads one ``create_beads`` request may carry (a batch must also fit the bus's max payload)."""
+
+
+class CreateBeads(WireModel):
+    """Several creates in one request: each bead is checked, stored and made idempotent on its own."""
+
+    beads: list[CreateBead] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class CreatedItem(WireModel):
+    """One bead of a batch: its id (the first bead's, for a replayed idempotency key), or why it was
+    refused (nothing of it was written). The beads themselves are not echoed: a batch reply stays small."""
+
+    bead_id: BeadId | None = None
+    created: bool = Field(default=False, description="False for a replay of an earlier create with the same key")
+    error: ErrorBody | None = None
+
+
+class CreatedBeads(WireModel):
+    items: list[CreatedItem] = Field(description="One per requested bead, in request order")
 
 
 class GetBead(WireModel):
@@ -401,7 +425,10 @@ __all__ = [
     "Content",
     "ContextBlock",
     "CreateBead",
+    "CreateBeads",
     "CreateGroup",
+    "CreatedBeads",
+    "CreatedItem",
     "DecayOldMemories",
     "DecayReport",
     "DeduplicateBeads",

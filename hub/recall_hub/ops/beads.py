@@ -7,6 +7,7 @@ its after-commit work in the outbox; the hub then settles that work before reply
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -14,12 +15,16 @@ from typing import Any
 from recall_schemas import (
     BeadUpdates,
     CreateBead,
+    CreateBeads,
+    CreatedBeads,
+    CreatedItem,
     DeleteBead,
     Deleted,
     GetBead,
     InvalidRequest,
     MemoryBead,
     NotFound,
+    RecallError,
     UpdateBead,
     new_id,
 )
@@ -40,15 +45,9 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
         raise InvalidRequest(f"metadata keys starting with {RESERVED_METADATA_PREFIX!r} are reserved")
 
 
-async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
-    """Store a bead as one atomic query.
-
-    The same query checks group membership and session ownership and merges on the idempotency
-    key, so a retried create returns the first bead (finishing its after-commit work if a crash
-    interrupted it) and a refused one writes nothing.
-    """
+def _new_bead(caller: str, req: CreateBead, now: int) -> tuple[dict[str, Any], str]:
+    """The stored properties of a new bead, and its idempotency key (scoped to the caller)."""
     _check_metadata(req.metadata)
-    now = now_ms()
     props = {
         "bead_id": new_id("b"),
         "title": req.title,
@@ -71,12 +70,10 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         "corroborated_by": [],
         "version": 1,
     }
-    idem = f"{caller}:{req.idempotency_key or props['bead_id']}"
-    outcome = await ctx.beads.create(caller, props, idem=idem)
-    if outcome is None:
-        raise NotFound(f"group {req.group_id} not found")
-    stored, created = outcome
-    await settle_quietly(ctx, stored["bead_id"])
+    return props, f"{caller}:{req.idempotency_key or props['bead_id']}"
+
+
+async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], created: bool) -> MemoryBead:
     if created:
         return bead_from_props(stored)
     # A replay returns the first bead only while the caller may still see it.
@@ -84,6 +81,68 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     if visible is None:
         raise NotFound(f"bead {stored['bead_id']} not found")
     return bead_from_props(visible)
+
+
+async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
+    """Store a bead as one atomic query.
+
+    The same query checks group membership and session ownership and merges on the idempotency
+    key, so a retried create returns the first bead (finishing its after-commit work if a crash
+    interrupted it) and a refused one writes nothing.
+    """
+    props, idem = _new_bead(caller, req, now_ms())
+    outcome = await ctx.beads.create(caller, props, idem=idem)
+    if outcome is None:
+        raise NotFound(f"group {req.group_id} not found")
+    stored, created = outcome
+    await settle_quietly(ctx, stored["bead_id"])
+    return await _as_created(ctx, caller, stored, created)
+
+
+SETTLE_CONCURRENCY = 16
+"""Beads of one batch whose after-commit work runs at once (their embeddings are batched together)."""
+
+
+async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> CreatedBeads:
+    """:func:`create_bead` for many beads: one query stores them all (each checked and idempotent on
+    its own), then their after-commit work runs concurrently, so the embedder sees them as batches."""
+    now = now_ms()
+    items: list[CreatedItem | None] = [None] * len(req.beads)
+    pending: list[tuple[int, dict[str, Any], str]] = []
+    for i, bead in enumerate(req.beads):
+        try:
+            # A millisecond apart, in request order: listings and session chains keep the batch's order.
+            pending.append((i, *_new_bead(caller, bead, now - (len(req.beads) - 1 - i))))
+        except RecallError as exc:
+            items[i] = CreatedItem(error=exc.to_reply().error)
+    # A key repeated within the batch names one bead: the first occurrence creates it, the rest replay it.
+    first_of: dict[str, int] = {}
+    for position, (_, _, idem) in enumerate(pending):
+        first_of.setdefault(idem, position)
+    unique = sorted(set(first_of.values()))
+    written = await ctx.beads.create_many(caller, [pending[p][1:] for p in unique])
+    stored: dict[int, tuple[dict[str, Any], bool]] = {}
+    for position, (_, _, idem) in enumerate(pending):
+        first = first_of[idem]
+        if unique.index(first) in written:
+            props, created = written[unique.index(first)]
+            stored[position] = (props, created and position == first)
+    slots = asyncio.Semaphore(SETTLE_CONCURRENCY)
+
+    async def settle_one(bead_id: str) -> None:
+        async with slots:
+            await settle_quietly(ctx, bead_id)
+
+    await asyncio.gather(*(settle_one(props["bead_id"]) for props, _ in written.values()))
+    for position, (i, _, _) in enumerate(pending):
+        try:
+            if position not in stored:
+                raise NotFound(f"group {req.beads[i].group_id} not found")
+            made = await _as_created(ctx, caller, *stored[position])
+            items[i] = CreatedItem(bead_id=made.bead_id, created=stored[position][1])
+        except RecallError as exc:
+            items[i] = CreatedItem(error=exc.to_reply().error)
+    return CreatedBeads(items=[item or CreatedItem() for item in items])
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:

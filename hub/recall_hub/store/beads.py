@@ -218,6 +218,31 @@ class BeadStore:
             return None
         return dict(rows[0][0].properties), bool(rows[0][1])
 
+    async def create_many(self, caller: str, items: Sequence[tuple[Props, str]]) -> dict[int, tuple[Props, bool]]:
+        """:meth:`create` for many beads in one query: ``items`` are ``(props, idempotency key)``. Returns,
+        by position in ``items``, ``(bead, created)`` for each bead stored or replayed; a position is
+        missing when the caller is not in that bead's group (nothing of it was written)."""
+        rows = await self.graph.query(
+            "MERGE (me:AI {ai_id: $caller}) "
+            "WITH me OPTIONAL MATCH (me)-[:MEMBER_OF]->(g:Group) WITH collect(g.group_id) AS my_groups "
+            "UNWIND $items AS item "
+            "WITH item WHERE item.props.group_id IS NULL OR item.props.group_id IN my_groups "
+            "FOREACH (_ IN CASE WHEN item.props.session_id IS NULL THEN [] ELSE [1] END | "
+            "MERGE (s:Session {session_id: item.props.session_id, owner: $caller}) "
+            "ON CREATE SET s.created_at = item.props.created_at, s.group_id = item.props.group_id, "
+            "s.state = 'active') "
+            "MERGE (b:Bead {idem: item.idem}) ON CREATE SET b += item.props "
+            "WITH item, b, b.bead_id = item.props.bead_id AS fresh "
+            "FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END | " + record("created", after="b", before=None) + ") "
+            "RETURN item.i, b, fresh",
+            {
+                "caller": caller,
+                "items": [{"i": i, "props": props, "idem": idem} for i, (props, idem) in enumerate(items)],
+                **record_params(),
+            },
+        )
+        return {int(i): (dict(node.properties), bool(fresh)) for i, node, fresh in rows}
+
     async def update(
         self, caller: str, bead_id: str, changes: Props, *, if_version: int | None, text_changed: bool
     ) -> tuple[Props, Props]:

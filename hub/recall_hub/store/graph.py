@@ -33,7 +33,9 @@ INDEXES = [
     "CREATE INDEX FOR (o:Outbox) ON (o.entry_id)",
     "CREATE INDEX FOR (o:Outbox) ON (o.at)",
 ]
-FULLTEXT_INDEX = "CALL db.idx.fulltext.createNodeIndex('Bead', 'title', 'content')"
+DROP_FULLTEXT = "CALL db.idx.fulltext.drop('Bead')"
+"""The first release kept a full-text index of beads in the graph; keyword search is tantivy's now
+(:mod:`recall_hub.store.keyword_index`), so the graph index only slowed every write."""
 
 
 class GraphStore:
@@ -49,8 +51,8 @@ class GraphStore:
             label, prop = _index_target(statement)
             if (label, prop) not in existing:
                 await self.query(statement)
-        if ("Bead", "title", "fulltext") not in existing:
-            await self.query(FULLTEXT_INDEX)
+        if ("Bead", "title", "fulltext") in existing:
+            await self.query(DROP_FULLTEXT)
 
     async def _existing_indexes(self) -> set[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()

@@ -239,6 +239,23 @@ async def _bench_embedder(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _import(args: argparse.Namespace) -> int:
+    from recall_client import RecallClient
+
+    from recall_hub.tooling.importer import import_file, progress_bar
+
+    async with RecallClient(args.ai, args.nats, creds=args.creds, timeout=args.timeout) as client:
+        report = await import_file(client, Path(args.file), batch_size=args.batch, progress=progress_bar())
+    rate = (report.created + report.replayed) / max(report.seconds, 1e-9)
+    print(f"\n{report.lines} line(s): {report.created} bead(s) created, {report.replayed} already there "
+          f"(same idempotency key), {len(report.refused)} refused; {report.seconds:.1f} s, {rate:.0f} beads/s")
+    for number, reason in report.refused[:20]:
+        print(f"  line {number}: {reason}")
+    if len(report.refused) > 20:
+        print(f"  … and {len(report.refused) - 20} more")
+    return 1 if report.refused else 0
+
+
 async def _upgrade(args: argparse.Namespace) -> int:
     from redis.asyncio import Redis
 
@@ -390,6 +407,15 @@ def build_parser() -> argparse.ArgumentParser:
     reindex = sub.add_parser("reindex", help="re-embed every bead with the configured embedder (RECALL_EMBEDDER__*)")
     _add_url_options(reindex)
     reindex.set_defaults(run=_reindex)
+
+    imp = sub.add_parser("import", help="store the beads of a JSON-lines file (one create_bead object a line)")
+    imp.add_argument("file", help="JSON lines: {\"title\": …, \"content\": …, \"tags\": […], …}")
+    imp.add_argument("--ai", required=True, help="the identity that creates the beads")
+    imp.add_argument("--nats", default="nats://127.0.0.1:4222")
+    imp.add_argument("--creds", help="that identity's NATS credentials file (secure stacks)")
+    imp.add_argument("--batch", type=int, default=64, help="beads per create_beads request")
+    imp.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one batch's reply")
+    imp.set_defaults(run=_import)
 
     upgrade = sub.add_parser(
         "upgrade", help="move a first-release store's Redis keys under the graph's namespace (safe to rerun)"
