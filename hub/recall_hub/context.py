@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
+from recall_hub.embedders.query_cache import QueryVectors
 from recall_hub.store.agents import AgentStore
 from recall_hub.store.applied import AppliedEvents
 from recall_hub.store.audit import AuditLog
@@ -48,6 +49,7 @@ class HubContext:
     applied_events: AppliedEvents
     index_log: IndexLog
     keywords: KeywordIndex
+    query_vectors: QueryVectors
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -84,6 +86,7 @@ class HubContext:
             applied_events=AppliedEvents(redis, keys),
             index_log=index_log,
             keywords=KeywordIndex(beads, index_log),
+            query_vectors=QueryVectors(embedder),
         )
 
     async def aclose(self) -> None:

@@ -182,9 +182,10 @@ def _body() -> str:
 
 
 async def _ingest_session(
-    clients: dict[str, RecallClient], group_id: str, turns: Sequence[Turn], beads: dict[str, str]
+    clients: dict[str, RecallClient], group_id: str, turns: Sequence[Turn], beads: dict[str, str], plain: bool
 ) -> None:
-    """Write one LoCoMo session in order: its turns, each into its speaker's own hub session."""
+    """Write one LoCoMo session in order: its turns, each into its speaker's own hub session (and, unless
+    ``plain``, the reply structure as FOLLOWS_FROM edges)."""
     sessions: dict[str, str] = {}
     previous: str | None = None
     for turn in turns:
@@ -207,7 +208,7 @@ async def _ingest_session(
             idempotency_key=f"locomo.{group_id}.{turn.dia_id.replace(':', '.')}",
         )
         beads[turn.dia_id] = bead.bead_id
-        if previous is not None:
+        if previous is not None and not plain:
             # The reply structure of the conversation: this turn answers the previous one.
             await client.add_relationship(bead.bead_id, previous, "FOLLOWS_FROM", strength=1.0)
         previous = bead.bead_id
@@ -218,6 +219,7 @@ async def ingest(
     conversation: Conversation,
     concurrency: int = 4,
     progress: Callable[[int], None] | None = None,
+    plain: bool = False,
 ) -> Ingested:
     """Create the group, its agents and every turn of ``conversation`` through the bus."""
     ops = RecallClient(f"o_{_body()}", nats_url, timeout=30.0)
@@ -234,7 +236,7 @@ async def ingest(
 
         async def one(turns: list[Turn]) -> None:
             async with slots:
-                await _ingest_session(speakers, group.group_id, turns, beads)
+                await _ingest_session(speakers, group.group_id, turns, beads, plain)
             if progress:
                 progress(len(turns))
 
@@ -376,6 +378,8 @@ class LocomoReport:
     answers: list[Answer]
     setup: str = ""
     captions: bool = False
+    plain: bool = False
+    """Ingested as a plain client would: no reply-structure edges added by the eval."""
 
     def metrics(self, mode: str, category: int | None = None) -> Metrics:
         return summarise(
@@ -401,6 +405,7 @@ class LocomoReport:
             "ingest_seconds": round(self.ingest_seconds, 1),
             "query_seconds": round(self.query_seconds, 1),
             "captions": self.captions,
+            "plain": self.plain,
             "table": {
                 mode: {cat: vars(m) for cat, m in row.items()} for mode, row in self.table().items()
             },
@@ -418,6 +423,8 @@ def _header(report: LocomoReport) -> list[str]:
         f"{report.questions} questions of categories 1-4 ({per_category}).",
         "Each conversation a group, each speaker an agent, each turn a bead 'Speaker: text'"
         + (" (+ image caption)" if report.captions else "")
+        + ("; plain ingest (no edges beyond the hub's own)" if report.plain
+           else "; reply structure added as FOLLOWS_FROM edges")
         + "; each question asked by a speaker, search_beads(group_id filter, limit 10).",
         "Recall@10 = share of evidence turns in the top 10; Hit@5 = an evidence turn in the top 5; "
         "MRR over the top 10; sess@1 = the top bead's session holds evidence; p50 = search round trip.",
@@ -534,6 +541,7 @@ async def run_locomo(
     ingest_concurrency: int = 4,
     query_concurrency: int = 1,
     progress: Progress | None = None,
+    plain: bool = False,
 ) -> LocomoReport:
     """Ingest LoCoMo conversations into a hub and ask their questions in every mode, through the bus.
 
@@ -565,7 +573,7 @@ async def run_locomo(
         ingested: list[Ingested] = []
         advance = step("ingest", total_turns)
         for conv in convs:
-            ingested.append(await ingest(url, conv, ingest_concurrency, advance))
+            ingested.append(await ingest(url, conv, ingest_concurrency, advance, plain=plain))
             log.info("ingested conversation %s: %d turns", conv.key, len(conv.turns))
         ingest_seconds = time.perf_counter() - started
         done = 0
@@ -586,4 +594,5 @@ async def run_locomo(
         answers=answers,
         setup=target.setup,
         captions=captions,
+        plain=plain,
     )

@@ -31,11 +31,13 @@ from recall_schemas import (
     SearchHit,
     SearchMode,
     SearchResult,
+    Unavailable,
     Why,
     WhyResult,
 )
 
 from recall_hub.context import HubContext
+from recall_hub.embedders import EmbedderError
 from recall_hub.ops.indexing import bead_text, embed_texts
 from recall_hub.ops.relationships import expand
 from recall_hub.retrieval.keyword import keyword_candidates
@@ -65,7 +67,10 @@ async def vector_candidates(
 async def _vector_list(
     ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
 ) -> list[tuple[str, float]]:
-    vector = (await embed_texts(ctx, [query]))[0]
+    try:
+        vector = await ctx.query_vectors.vector(query)
+    except EmbedderError as exc:
+        raise Unavailable(f"embedder failed: {exc}") from exc
     return await vector_candidates(ctx, caller, vector, filters, depth)
 
 

@@ -207,7 +207,14 @@ async def _bench(args: argparse.Namespace) -> int:
         embedder=args.embedder,
     )
     report = await run_bench(config)
-    print(render(report))
+    if args.json:
+        import json
+
+        from recall_hub.bench.run import to_json
+
+        print(json.dumps(to_json(report), indent=2, default=str))
+    else:
+        print(render(report))
     return 0
 
 
@@ -346,6 +353,7 @@ async def _eval_locomo(args: argparse.Namespace) -> int:
         conversations=args.conversations,
         modes=args.modes.split(",") if args.modes else MODES,
         progress=progress,
+        plain=args.plain,
     )
     print(file=sys.stderr)
     print(render(report))
@@ -442,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="fsync settings of the stack the bus suite starts (strict: fsync before every ack)")
     bench.add_argument("--embedder", choices=("local", "hash", "openai"),
                        help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     bench.set_defaults(run=_bench)
 
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
@@ -452,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid-rrf,hybrid,hybrid+priors")
     locomo.add_argument("--nats", help="use a hub already serving there (default: a private embedded stack)")
     locomo.add_argument("--markdown", help="also write the report as markdown to this file")
+    locomo.add_argument("--plain", action="store_true",
+                        help="ingest as a plain client: no reply-structure edges, only what the hub links itself")
     locomo.set_defaults(run=_eval_locomo)
 
     audit = sub.add_parser("audit", help="who read and wrote what (by AI id or by bead)")
