@@ -127,8 +127,9 @@ class KeywordIndex:
                 await self._commit()
                 self.applied = reached  # only now do searches see it
 
-    async def follow(self, block_ms: int = 5000) -> None:
-        """Keep applying the log as it grows (a hub's background task)."""
+    async def follow(self, block_ms: int = 2000) -> None:
+        """Keep applying the log as it grows (a hub's background task). ``block_ms`` stays below
+        redis-py's default socket timeout (5 s), which a longer blocking read would trip."""
         while True:
             try:
                 await self.catch_up()
