@@ -292,3 +292,26 @@ async def test_two_graph_names_share_nothing_through_redis(settings: HubSettings
             async for key in ctx.redis.scan_iter(match=ctx.keys.pattern()):
                 await ctx.redis.delete(key)
             await ctx.aclose()
+
+
+async def test_a_batch_whose_follow_up_work_fails_is_finished_by_the_sweep(isolated):
+    from recall_hub.ops.beads import create_beads
+    from recall_schemas import CreateBeads
+
+    ctx, embedder = isolated
+    owner = new_ai("a")
+    session = new_id("s")
+    batch = CreateBeads(beads=[
+        CreateBead(title=f"batch step {i}", visibility="global", session_id=session) for i in range(4)
+    ])
+    embedder.down = True
+    items = (await create_beads(ctx, owner, batch)).items
+    assert all(item.bead_id and item.created for item in items)  # acknowledged ...
+    assert await ctx.outbox.system_depth() == 4  # ... and their work kept, not lost
+    embedder.down = False
+    await ctx.graph.query("MATCH (o:Outbox) SET o.retry_at = 0")
+    while await after_commit.sweep(ctx) > 0:
+        pass
+    assert await ctx.outbox.system_depth() == 0
+    for item in items:
+        await _fully_applied(ctx, item.bead_id)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from recall_hub.context import HubContext
-from recall_hub.ops.indexing import sync_bead_vector
+from recall_hub.ops.indexing import attributes, bead_text, embed_texts, sync_bead_vector
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
@@ -59,6 +59,69 @@ async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
         await settle(ctx, bead_id)
     except Exception:
         log.exception("after-commit work of %s left for the sweep", bead_id)
+
+
+async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
+    """:func:`settle` for beads a batch just created, in bulk: one query or pipeline per step for all of
+    them instead of one per bead. A bead that is busy elsewhere, has more than its create entry, or
+    whose bulk step failed is settled on its own (so nothing differs but the number of round trips)."""
+    rest = list(bead_ids)
+    try:
+        async with ctx.outbox.bead_locks(bead_ids) as held:
+            pending = await ctx.outbox.system_pending_many(held)
+            fresh = [entries[0] for entries in pending.values() if [e.kind for e in entries] == ["created"]]
+            if fresh:
+                await _work_created(ctx, fresh)
+                await ctx.outbox.system_done_many([e.entry_id for e in fresh])
+            done = {e.bead_id for e in fresh} | {b for b, entries in pending.items() if not entries}
+            rest = [b for b in bead_ids if b not in done]
+    except Exception as exc:
+        log.warning("bulk after-commit work of %d bead(s) failed, settling them one by one: %s", len(bead_ids), exc)
+    for bead_id in rest:
+        await settle_quietly(ctx, bead_id)
+
+
+async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
+    """What :func:`_work` does for a ``created`` entry, for many beads at once."""
+    ids = [e.bead_id for e in entries]
+    await ctx.index_log.append_many(ids)
+    beads = {str(p["bead_id"]): p for p in await ctx.beads.system_many(ids)}
+    present = [b for b in ids if b in beads]
+    vectors = await embed_texts(ctx, [bead_text(beads[b]) for b in present]) if present else np.zeros((0, 1))
+    await ctx.vectors.add_many(
+        [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, vectors, strict=True)]
+    )
+    await ctx.beads.system_mark_indexed_many(
+        [{"id": b, "scope": scope_of(beads[b])} for b in present], ctx.vectors.model_id
+    )
+    settings = ctx.settings
+    if settings.auto_follows:
+        await ctx.beads.system_link_session_predecessors(
+            [b for b in present if beads[b].get("session_id")], AUTO_LINK_NOTE
+        )
+    if settings.auto_related and settings.related_max > 0 and present:
+        found = await asyncio.gather(*(
+            ctx.vectors.search([scope_of(beads[b])], v, settings.related_max + 1)
+            for b, v in zip(present, vectors, strict=True)
+        ))
+        links = [
+            {"from": b, "id": h.bead_id, "sim": round(h.similarity, 4)}
+            for b, hits in zip(present, found, strict=True)
+            for h in [h for h in hits if h.bead_id != b and h.similarity >= settings.related_threshold][
+                : settings.related_max
+            ]
+        ]
+        if links:
+            await ctx.beads.system_link_related_many(links, AUTO_LINK_NOTE)
+    for entry in entries:
+        props = beads.get(entry.bead_id)
+        for scope, action in actions(entry.old_feed, entry.new_feed, exists=True):
+            snapshot = props if props is not None and feed_scope(props) == scope else None
+            change = await ctx.feed.append_once(
+                entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot
+            )
+            if change is not None:
+                await ctx.feed.fan_out(change)
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:

@@ -7,7 +7,6 @@ its after-commit work in the outbox; the hub then settles that work before reply
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
@@ -31,7 +30,7 @@ from recall_schemas import (
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import settle_quietly
+from recall_hub.ops.after_commit import settle_created, settle_quietly
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.timeutil import now_ms
 
@@ -99,13 +98,9 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     return await _as_created(ctx, caller, stored, created)
 
 
-SETTLE_CONCURRENCY = 16
-"""Beads of one batch whose after-commit work runs at once (their embeddings are batched together)."""
-
-
 async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> CreatedBeads:
     """:func:`create_bead` for many beads: one query stores them all (each checked and idempotent on
-    its own), then their after-commit work runs concurrently, so the embedder sees them as batches."""
+    its own), then their after-commit work runs in bulk (one embedder batch, one query per step)."""
     now = now_ms()
     items: list[CreatedItem | None] = [None] * len(req.beads)
     pending: list[tuple[int, dict[str, Any], str]] = []
@@ -127,13 +122,10 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
         if unique.index(first) in written:
             props, created = written[unique.index(first)]
             stored[position] = (props, created and position == first)
-    slots = asyncio.Semaphore(SETTLE_CONCURRENCY)
-
-    async def settle_one(bead_id: str) -> None:
-        async with slots:
-            await settle_quietly(ctx, bead_id)
-
-    await asyncio.gather(*(settle_one(props["bead_id"]) for props, _ in written.values()))
+    await settle_created(ctx, [props["bead_id"] for props, created in written.values() if created])
+    for props, created in written.values():
+        if not created:  # a replay: finish the first create's work if a crash left any
+            await settle_quietly(ctx, props["bead_id"])
     for position, (i, _, _) in enumerate(pending):
         try:
             if position not in stored:

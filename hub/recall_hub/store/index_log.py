@@ -46,6 +46,15 @@ class IndexLog:
             self.last_appended = seq
         return seq
 
+    async def append_many(self, bead_ids: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for bead_id in bead_ids:
+            pipe.xadd(self.key, {"b": bead_id}, maxlen=self.maxlen, approximate=True)
+        for seq in await pipe.execute():
+            seq = _text(seq)
+            if seq_key(seq) > seq_key(self.last_appended):
+                self.last_appended = seq
+
     async def state(self) -> LogState:
         try:
             info = await self.redis.xinfo_stream(self.key)

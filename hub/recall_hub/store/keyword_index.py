@@ -42,6 +42,7 @@ TERM_CAP = 2000
 """Beads read per query word; a word in more of the caller's beads is nearly a stopword (tiny IDF),
 so the beads past the cap lose only a negligible share of their score."""
 APPLY_PAGE = 1000
+FOLLOW_DEBOUNCE_S = 0.1
 WRITER_HEAP = 32_000_000
 _RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
 
@@ -133,7 +134,10 @@ class KeywordIndex:
         while True:
             try:
                 await self.catch_up()
-                await self.log.wait_after(self.applied, block_ms)
+                if await self.log.wait_after(self.applied, block_ms):
+                    # Gather what follows for a moment: a commit costs milliseconds whatever it holds, and
+                    # a search that needs a write sooner catches up to it itself (catch_up(until)).
+                    await asyncio.sleep(FOLLOW_DEBOUNCE_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -14,6 +14,7 @@ lock, so concurrent writes of one bead are worked off one at a time, in commit o
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,9 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     )
 
 
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
 def record_params() -> dict[str, Any]:
     return {"ob_at": now_ms()}
 
@@ -110,6 +114,21 @@ class OutboxStore:
         )
         return [_entry(row) for row in rows]
 
+    async def system_pending_many(self, bead_ids: list[str]) -> dict[str, list[OutboxEntry]]:
+        """:meth:`system_pending` for many beads in one query."""
+        rows = await self.graph.ro_query(
+            f"UNWIND $ids AS id MATCH (o:Outbox {{bead_id: id}}) RETURN {_FIELDS} ORDER BY o.at, o.entry_id",
+            {"ids": bead_ids},
+        )
+        pending: dict[str, list[OutboxEntry]] = {b: [] for b in bead_ids}
+        for row in rows:
+            entry = _entry(row)
+            pending[entry.bead_id].append(entry)
+        return pending
+
+    async def system_done_many(self, entry_ids: list[str]) -> None:
+        await self.graph.query("UNWIND $ids AS id MATCH (o:Outbox {entry_id: id}) DELETE o", {"ids": entry_ids})
+
     async def system_due(self, older_than_ms: int, limit: int) -> list[str]:
         """Beads with an entry older than ``older_than_ms`` whose retry time has come, oldest first."""
         rows = await self.graph.ro_query(
@@ -132,6 +151,24 @@ class OutboxStore:
             "o.error = $error, o.retry_at = $retry_at",
             {"id": entry_id, "error": error[:500], "retry_at": retry_at},
         )
+
+    @contextlib.asynccontextmanager
+    async def bead_locks(self, bead_ids: list[str]) -> AsyncIterator[list[str]]:
+        """Try every bead's work lock at once, without waiting; yields the beads whose lock is held."""
+        tokens = {b: uuid.uuid4().hex for b in bead_ids}
+        pipe = self.redis.pipeline(transaction=False)
+        for bead_id, token in tokens.items():
+            pipe.set(self.keys.lock(f"bead:{bead_id}"), token, nx=True, px=int(self.lock_ttl_s * 1000))
+        held = [b for b, ok in zip(tokens, await pipe.execute(), strict=True) if ok]
+        try:
+            yield held
+        finally:
+            # Released only where still ours (a lock that outlived its ttl may be another's by now).
+            with contextlib.suppress(RedisError):
+                pipe = self.redis.pipeline(transaction=False)
+                for bead_id in held:
+                    pipe.eval(_RELEASE, 1, self.keys.lock(f"bead:{bead_id}"), tokens[bead_id])
+                await pipe.execute()
 
     @contextlib.asynccontextmanager
     async def bead_lock(self, bead_id: str, wait_s: float = 30.0) -> AsyncIterator[bool]:

@@ -101,6 +101,19 @@ class VectorStore:
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"vector store unreachable: {exc}") from exc
 
+    async def add_many(self, items: list[tuple[str, str, np.ndarray, dict[str, Any]]]) -> None:
+        """:meth:`add` for ``(bead_id, scope, vector, attributes)`` items, in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for bead_id, scope, vector, attrs in items:
+            pipe.execute_command(
+                "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), bead_id,
+                self.quantization, "SETATTR", _attributes_json(attrs),
+            )
+        try:
+            await pipe.execute()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"vector store unreachable: {exc}") from exc
+
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
         """Replace the filter attributes of a stored vector; False if the set holds no such vector."""
         try:
