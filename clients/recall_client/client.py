@@ -357,9 +357,10 @@ class RecallClient:
     ) -> list[CreatedItem]:
         """Store many beads, in batches of at most ``batch_size`` beads and ``batch_bytes`` bytes with
         ``concurrency`` batches in flight. The beads of one batch are stored in order (``created_at`` a
-        millisecond apart, so sessions keep it); batches sent concurrently may interleave. A bead without an idempotency key gets one, so a retried batch
-        stores nothing twice. One :class:`CreatedItem` per bead, in order (an item carries ``error``
-        when that bead was refused); ``progress(n)`` is called with how many beads were answered."""
+        millisecond apart, so sessions keep it); batches sent concurrently may interleave. A bead
+        without an idempotency key gets one, so a retried batch stores nothing twice. One
+        :class:`CreatedItem` per bead, in order (an item carries ``error`` when that bead was refused);
+        ``progress(n)`` is called with how many beads were answered."""
         requests = [b if isinstance(b, CreateBead) else _build(CreateBead, **b) for b in beads]
         requests = [
             r if r.idempotency_key else r.model_copy(update={"idempotency_key": uuid.uuid4().hex}) for r in requests
