@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -66,7 +68,9 @@ class HubSettings(BaseSettings):
         default=5.0, gt=0, description="How often a hub sweeps the outbox for work a crash or a failure left"
     )
     outbox_grace_ms: int = Field(
-        default=2000, ge=0, description="A sweep leaves entries younger than this to the request settling them"
+        default=10_000, ge=0,
+        description="A sweep leaves entries younger than this to the request settling them (a batch under load "
+        "can take seconds)"
     )
     index_log_max: int = Field(
         default=500_000, ge=1000,
@@ -75,6 +79,12 @@ class HubSettings(BaseSettings):
     index_wait_s: float = Field(
         default=5.0, gt=0, le=60,
         description="How long a search waits for the keyword index to reach its caller's last write",
+    )
+    create_settle: Literal["inline", "background"] = Field(
+        default="inline",
+        description="inline: create_bead replies once its vector, links and feed entry are done; background: "
+        "it replies after the commit and the index-log entry, and a later search by the same client waits for "
+        "that work (docs/benchmarks.md measures both)",
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
     # --- retention: nothing grows without bound (docs/operations.md) ---

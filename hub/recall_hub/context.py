@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
@@ -50,6 +51,7 @@ class HubContext:
     index_log: IndexLog
     keywords: KeywordIndex
     query_vectors: QueryVectors
+    background: BackgroundWork
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -87,6 +89,7 @@ class HubContext:
             index_log=index_log,
             keywords=KeywordIndex(beads, index_log),
             query_vectors=QueryVectors(embedder),
+            background=BackgroundWork(),
         )
 
     async def aclose(self) -> None:

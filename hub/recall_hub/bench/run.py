@@ -84,19 +84,21 @@ class BenchConfig:
     related_per_bead: float = 2.0
     """Random RELATED_TO edges per bead, beside the FOLLOWS_FROM chains of sessions."""
     timeout: float = 30.0
+    """Per-request timeout of the bench client (no retries: a failure is counted, not hidden)."""
     embedder: str | None = None
     """The in-process hub's embedder kind (``local``, ``hash``, ``openai``); None: the hub's default."""
     durability: str = "default"
     """The embedded stack's fsync settings (``tooling.stack.DURABILITY``): ``default`` or ``strict``."""
-    """Per-request timeout of the bench client (no retries: a failure is counted, not hidden)."""
+    create_settle: str = "inline"
+    """The in-process hub's ``create_settle``: ``inline`` or ``background``."""
 
     def command(self) -> str:
         parts = ["recall bench", f"--beads {self.beads}"]
         defaults = BenchConfig()
-        for name in ("samples", "concurrency", "seed", "embedder", "durability"):
+        for name in ("samples", "concurrency", "seed", "embedder", "durability", "create_settle"):
             value = getattr(self, name)
             if value != getattr(defaults, name):
-                parts.append(f"--{name} {value}")
+                parts.append(f"--{name.replace('_', '-')} {value}")
         return " ".join(parts)
 
 
@@ -657,6 +659,20 @@ async def _make_create(w: Workload) -> SampleFn:
     return create
 
 
+async def _make_create_then_find(w: Workload) -> SampleFn:
+    """A new bead, then at once a vector search for its own title: what a writer that reads its own write
+    pays (with ``--create-settle background`` the search waits for the handed-off embedding)."""
+    rng = Random(w.config.seed + 11)
+
+    async def create_then_find(i: int) -> int:
+        title = f"{w.data.text(w.data.draw_words(rng, 6))} {secrets.token_hex(4)}"
+        bead = await w.client.create_bead(title, "")
+        hits = (await w.client.search_beads(title, mode="vector", limit=5)).hits
+        return int(any(h.bead.bead_id == bead.bead_id for h in hits))
+
+    return create_then_find
+
+
 async def _make_get(w: Workload) -> SampleFn:
     rng = Random(w.config.seed + 2)
 
@@ -783,6 +799,14 @@ FLOORS: list[LatencyOp] = [
 
 LATENCY_OPS: list[LatencyOp] = [
     LatencyOp("create", "create_bead", "a new bead in one of the caller's sessions", _make_create, 100.0),
+    LatencyOp(
+        "create, then find it",
+        "create_bead",
+        "a new private bead, then a vector search for its title (read your own write)",
+        _make_create_then_find,
+        None,
+        "found",
+    ),
     LatencyOp("get", "get_bead", "a random bead the caller may see", _make_get, 10.0),
     LatencyOp(
         "search keyword",
@@ -920,7 +944,9 @@ async def _ingest(
                 errors += 1
 
     embedder_alone = await _embedder_alone(w, [f"{p.title}\n{p.content}" for p in data.beads])
-    batched = await _pool(len(batches), config.concurrency, create, progress, "ingest beads")
+    # A batch is many requests' worth of work: a few at a time keep the hub busy without queueing.
+    batched = await _pool(len(batches), min(config.concurrency, INGEST_BATCHES_IN_FLIGHT), create, progress,
+                          "ingest beads")
     beads = Throughput(
         f"beads (create_beads, batches of {INGEST_BATCH})", len(w.bead_ids), batched.seconds, errors,
         batched.latencies_ms,
@@ -942,13 +968,14 @@ async def _ingest(
 
 INGEST_BATCH = 64
 """Beads per create_beads request when the bench ingests."""
+INGEST_BATCHES_IN_FLIGHT = 3
 
 
 async def _embedder_alone(w: Workload, texts: list[str]) -> Throughput | None:
     """The in-process hub's embedder on the beads' texts, batched, nothing else: the floor of ingest."""
     if w.embedder is None or not texts:
         return None
-    sample = texts[: min(len(texts), 2000)]
+    sample = texts[: min(len(texts), 512)]
     latencies = []
     start = time.perf_counter()
     for k in range(0, len(sample), 32):
@@ -1087,6 +1114,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             )
             if config.embedder is not None:
                 settings.embedder = settings.embedder.model_copy(update={"kind": config.embedder})
+            settings.create_settle = config.create_settle  # type: ignore[assignment]
             service = await cleanup.enter_async_context(running_hub(settings))
             if config.graph_name is None and config.nats_url is not None:
                 cleanup.push_async_callback(_delete_graph, falkordb_url, graph_name)
@@ -1346,7 +1374,10 @@ def _header_lines(report: BenchReport) -> list[str]:
         f"from a {d.vocabulary:,}-word Zipf vocabulary; seed {c.seed}",
         f"Queries: 1-3 words; median {d.query_matches[0]:,} beads of the store match one (p90 "
         f"{d.query_matches[1]:,}); the caller {d.caller} may see {d.caller_visible:,} beads",
-        f"Ingest: {c.concurrency} requests in flight through the client library, one connection per identity",
+        f"Ingest: beads in create_beads batches of {INGEST_BATCH}, {min(c.concurrency, INGEST_BATCHES_IN_FLIGHT)} "
+        f"batches in flight (one identity's batches in order); edges and events {c.concurrency} requests in "
+        "flight; one connection per identity; 'embedder alone' = the hub's embedder on the first 512 bead texts, "
+        "batches of 32, before ingest",
         f"Latency: one request at a time, {c.samples} samples per operation in {c.rounds} interleaved rounds "
         f"after {c.warmup} warm-up calls; time.perf_counter_ns around the client call",
         f"Floor: bare NATS request/reply to a plain nats-py echo responder through the same nats-server and "

@@ -94,7 +94,14 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     if outcome is None:
         raise NotFound(f"group {req.group_id} not found")
     stored, created = outcome
-    await settle_quietly(ctx, stored["bead_id"])
+    bead_id = stored["bead_id"]
+    if not (created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
+        lambda: settle_quietly(ctx, bead_id), name=f"recall-settle-{bead_id}"
+    )):
+        await settle_quietly(ctx, bead_id)
+    else:
+        # The keyword index follows the log: logged now, a search right after finds the bead by its words.
+        await ctx.index_log.append(bead_id)
     return await _as_created(ctx, caller, stored, created)
 
 

@@ -557,11 +557,13 @@ class HubService:
     async def _catch_up_to(self, headers: Mapping[str, str] | None) -> None:
         """Bring the keyword index up to the caller's last write (from any hub), within a bound."""
         after = headers.get(INDEX_AFTER_HEADER) if headers else None
-        if not after or index_seq_key(after) <= index_seq_key(self.ctx.keywords.applied):
+        if not after:
             return
         try:
             async with asyncio.timeout(self.ctx.settings.index_wait_s):
-                await self.ctx.keywords.catch_up(after[:64])
+                await self.ctx.background.wait_for_earlier()  # vectors of writes handed off (create_settle)
+                if index_seq_key(after) > index_seq_key(self.ctx.keywords.applied):
+                    await self.ctx.keywords.catch_up(after[:64])
         except TimeoutError:
             log.warning("keyword index still behind %s after %.1f s; answering from %s",
                         after[:64], self.ctx.settings.index_wait_s, self.ctx.keywords.applied)

@@ -204,7 +204,7 @@ async def _bench(args: argparse.Namespace) -> int:
 
     config = BenchConfig(
         beads=args.beads, samples=args.samples, concurrency=args.concurrency, durability=args.durability,
-        embedder=args.embedder,
+        embedder=args.embedder, create_settle=args.create_settle,
     )
     report = await run_bench(config)
     if args.json:
@@ -451,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--embedder", choices=("local", "hash", "openai"),
                        help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    bench.add_argument("--create-settle", choices=("inline", "background"), default="inline",
+                       help="the in-process hub's RECALL_CREATE_SETTLE")
     bench.set_defaults(run=_bench)
 
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
