@@ -126,6 +126,7 @@ def valid_payloads(caller: str) -> dict[str, dict[str, Any]]:
     b, b2, g, s, other = new_id("b"), new_id("b"), new_id("g"), new_id("s"), new_ai()
     return {
         "create_bead": {"title": "well formed"},
+        "create_beads": {"beads": [{"title": "well formed"}, {"title": "also well formed", "tags": ["t"]}]},
         "get_bead": {"bead_id": b},
         "update_bead": {"bead_id": b, "updates": {"title": "well formed"}},
         "delete_bead": {"bead_id": b},

@@ -6,9 +6,10 @@ decide visibility and the search filters. A query is the caller's words *and* th
 tantivy query, so top-k is taken among beads the caller may see. Every candidate is still re-checked
 against the graph before it is returned (:mod:`recall_hub.retrieval.search`).
 
-Scores are Okapi BM25 with the term statistics *of the caller's scopes*: each word is looked up on its
-own inside the scopes, which gives its document frequency there; tantivy's per-word score (term
-frequency and length normalisation) is rescaled from the whole index's IDF to that in-scope IDF. So a
+Scores are Okapi BM25 with the term statistics *of the caller's scopes*: each word is counted on its
+own inside the scopes, which gives its document frequency there, and the query weighs each word by
+the ratio of that in-scope IDF to the whole index's IDF — so tantivy's own BM25 (term frequency and
+length normalisation), computed and ranked in one query, comes out with the in-scope IDF. So a
 score tells nothing about beads the caller cannot see (a whole-index IDF would say whether some
 invisible bead holds a word); only the mean document length of the whole index enters the length
 normalisation.
@@ -38,19 +39,31 @@ from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
 
-TERM_CAP = 2000
-"""Beads read per query word; a word in more of the caller's beads is nearly a stopword (tiny IDF),
-so the beads past the cap lose only a negligible share of their score."""
 APPLY_PAGE = 1000
 FOLLOW_DEBOUNCE_S = 0.1
 WRITER_HEAP = 32_000_000
 _RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
 
 
+ANALYZER = "recall_en"
+"""tantivy's ``en_stem`` built by hand (simple tokenizer, long tokens dropped, lower case, English
+stemmer), so query words are analysed exactly like the text without going through the query parser."""
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("bead_id", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("text", tokenizer_name="en_stem", index_option="freq")
+    builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
     for name in _RAW[1:]:
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("importance", indexed=True)
@@ -71,8 +84,11 @@ class KeywordIndex:
         self.log = index_log
         self.schema = _schema()
         self._index = tantivy.Index(self.schema)
+        self._analyzer = _analyzer()
+        self._index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._searcher = self._index.searcher()
+        self._scope_sizes: dict[tuple[tuple[str, ...], str], int] = {}
         self._lock = asyncio.Lock()
         self.applied = ZERO
         """The newest index-log entry this index reflects."""
@@ -156,6 +172,7 @@ class KeywordIndex:
         await asyncio.to_thread(self._writer.commit)
         await asyncio.to_thread(self._index.reload)
         self._searcher = self._index.searcher()
+        self._scope_sizes = {}
 
     def _document(self, props: Mapping[str, Any]) -> tantivy.Document:
         doc = tantivy.Document()
@@ -183,35 +200,35 @@ class KeywordIndex:
             return []
         searcher = self._searcher
         restrict = self._restriction(scopes, filters)
-        in_scope = _count(searcher, restrict)
+        key = (tuple(scopes), filters.model_dump_json())
+        in_scope = self._scope_sizes.get(key)
+        if in_scope is None:  # counted once per searcher (a commit starts a new cache)
+            in_scope = self._scope_sizes[key] = _count(searcher, restrict)
+            if len(self._scope_sizes) > 4096:
+                self._scope_sizes.clear()
         if in_scope == 0:
             return []
         everywhere = max(searcher.num_docs, 1)
-        scores: dict[tuple[int, int], float] = {}
-        for term in terms:
-            try:
-                word = self._index.parse_query(term, ["text"])
-            except ValueError:
-                continue
-            df_all = _count(searcher, word)
+        weighted = []
+        for token in dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)):
+            df_all = searcher.doc_freq("text", token)
             if df_all == 0:
                 continue
-            hits = searcher.search(
-                tantivy.Query.boolean_query([
-                    (tantivy.Occur.Must, word), (tantivy.Occur.Must, tantivy.Query.const_score_query(restrict, 0.0)),
-                ]),
-                limit=TERM_CAP, count=True,
-            )
-            df_scope = int(hits.count)  # type: ignore[attr-defined]  # the stubs lack it
+            word = tantivy.Query.term_query(self.schema, "text", token, index_option="freq")
+            df_scope = df_all if in_scope == everywhere else _count(searcher, _both(word, restrict))
             if df_scope == 0:
                 continue
-            # tantivy scored with the whole index's IDF; rescale each hit to the caller's scopes.
-            rescale = _idf(in_scope, df_scope) / _idf(everywhere, df_all)
-            for score, address in hits.hits:
-                key = (address.segment_ord, address.doc)
-                scores[key] = scores.get(key, 0.0) + score * rescale
-        best = sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
-        ranked = [(str(searcher.doc(tantivy.DocAddress(*key))["bead_id"][0]), score) for key, score in best]
+            # tantivy scores with the whole index's IDF; the boost turns it into the caller's scopes' IDF.
+            boost = _idf(in_scope, df_scope) / _idf(everywhere, df_all)
+            weighted.append((tantivy.Occur.Should, tantivy.Query.boost_query(word, boost)))
+        if not weighted:
+            return []
+        query = tantivy.Query.boolean_query([
+            (tantivy.Occur.Must, tantivy.Query.boolean_query(weighted)),
+            (tantivy.Occur.Must, tantivy.Query.const_score_query(restrict, 0.0)),
+        ])
+        hits = searcher.search(query, limit=limit, count=False).hits
+        ranked = [(str(searcher.doc(address)["bead_id"][0]), float(score)) for score, address in hits]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
         return ranked
 
@@ -249,6 +266,10 @@ class KeywordIndex:
 
 def _idf(total: int, df: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
+def _both(a: tantivy.Query, b: tantivy.Query) -> tantivy.Query:
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, a), (tantivy.Occur.Must, b)])
 
 
 def _count(searcher: tantivy.Searcher, query: tantivy.Query) -> int:
