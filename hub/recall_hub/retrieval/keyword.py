@@ -13,7 +13,6 @@ import re
 from recall_schemas import BeadFilters
 
 from recall_hub.context import HubContext
-from recall_hub.retrieval.scopes import searchable_scopes
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -44,14 +43,14 @@ def query_terms(text: str) -> list[str]:
 
 
 async def keyword_candidates(
-    ctx: HubContext, caller: str, text: str, filters: BeadFilters, limit: int
+    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int
 ) -> list[tuple[str, float]]:
-    """Visible beads holding words of ``text``, best BM25 first; visibility and filters apply inside
-    the index query, before its limit, and to the statistics too."""
+    """Beads of ``scopes`` (the caller's, see :func:`~recall_hub.retrieval.scopes.searchable_scopes`)
+    holding words of ``text``, best BM25 first; scopes and filters apply inside the index query,
+    before its limit, and to the statistics too."""
     terms = query_terms(text)
     if not terms:
         return []
     if not ctx.keywords.ready:
         await ctx.keywords.catch_up()
-    scopes = await searchable_scopes(ctx, caller, filters)
     return ctx.keywords.search(scopes, terms, filters, limit)

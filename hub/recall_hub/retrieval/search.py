@@ -59,19 +59,25 @@ HYDRATE_SPARE = 2
 async def vector_candidates(
     ctx: HubContext, caller: str, vector: Any, filters: BeadFilters, k: int
 ) -> list[tuple[str, float]]:
-    scopes = await searchable_scopes(ctx, caller, filters)
+    return await _nearest(ctx, await searchable_scopes(ctx, caller, filters), vector, filters, k)
+
+
+async def _nearest(
+    ctx: HubContext, scopes: list[str], vector: Any, filters: BeadFilters, k: int
+) -> list[tuple[str, float]]:
     hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters))
     return [(h.bead_id, h.similarity) for h in hits]
 
 
-async def _vector_list(
-    ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
-) -> list[tuple[str, float]]:
+async def _query_vector(ctx: HubContext, query: str) -> Any:
     try:
-        vector = await ctx.query_vectors.vector(query)
+        return await ctx.query_vectors.vector(query)
     except EmbedderError as exc:
         raise Unavailable(f"embedder failed: {exc}") from exc
-    return await vector_candidates(ctx, caller, vector, filters, depth)
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def rank(
@@ -86,15 +92,16 @@ async def rank(
 ) -> list[SearchHit]:
     depth = max(CANDIDATES, limit)
     hybrid = mode is SearchMode.HYBRID
-    names: list[str] = []
-    reads = []
+    wants_vector = mode in (SearchMode.VECTOR, SearchMode.HYBRID)
+    # The caller's scopes (one membership read) while the query is embedded; then both lists read them.
+    scopes, vector = await asyncio.gather(
+        searchable_scopes(ctx, caller, filters), _query_vector(ctx, query) if wants_vector else _nothing()
+    )
+    lists: dict[str, list[tuple[str, float]]] = {}
     if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-        names.append("keyword")
-        reads.append(keyword_candidates(ctx, caller, query, filters, depth))
-    if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-        names.append("vector")
-        reads.append(_vector_list(ctx, caller, query, filters, depth))
-    lists = dict(zip(names, await asyncio.gather(*reads), strict=True))
+        lists["keyword"] = await keyword_candidates(ctx, scopes, query, filters, depth)
+    if wants_vector:
+        lists["vector"] = await _nearest(ctx, scopes, vector, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []
