@@ -46,6 +46,7 @@ from recall_schemas import CreateBead
 from recall_schemas.subjects import inbox_prefix, request_subject
 
 from recall_hub.config import HubSettings
+from recall_hub.embedders.local import default_tokenizer_path
 from recall_hub.service.server import running_hub
 from recall_hub.tooling.stack import DURABILITY, EmbeddedStack
 
@@ -262,7 +263,7 @@ _STOPWORDS = set(
     """a an and are as at be but by for if in into is it no not of on or such that the their then there
     these they this to was will with""".split()
 )
-_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
+_TOKENIZER = default_tokenizer_path()
 
 
 def _english_words() -> list[str]:
