@@ -96,9 +96,11 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
     )
     settings = ctx.settings
     if settings.auto_follows:
-        await ctx.beads.system_link_session_predecessors(
-            [b for b in present if beads[b].get("session_id")], AUTO_LINK_NOTE
-        )
+        # One indexed query per bead, concurrently: a single query for all of them (a subquery per row)
+        # is not planned with the indexes by FalkorDB and took seconds at 100k beads.
+        await asyncio.gather(*(
+            ctx.beads.system_link_session_predecessor(b, AUTO_LINK_NOTE) for b in present if beads[b].get("session_id")
+        ))
     if settings.auto_related and settings.related_max > 0 and present:
         found = await asyncio.gather(*(
             ctx.vectors.search([scope_of(beads[b])], v, settings.related_max + 1)

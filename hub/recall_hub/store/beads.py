@@ -432,20 +432,6 @@ class BeadStore:
             {"bead_id": bead_id, "meta": note},
         )
 
-    async def system_link_session_predecessors(self, bead_ids: list[str], note: str) -> None:
-        """:meth:`system_link_session_predecessor` for many beads in one query."""
-        await self.graph.query(
-            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) WHERE b.session_id IS NOT NULL "
-            "CALL { WITH b MATCH (prev:Bead {session_id: b.session_id}) "
-            "WHERE prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
-            "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
-            "RETURN prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 } "
-            "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
-            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
-            "r.metadata = $meta",
-            {"ids": bead_ids, "meta": note},
-        )
-
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
         """``RELATED_TO`` edges ``{"from", "id", "sim"}``, idempotent, in one query."""
         await self.graph.query(
