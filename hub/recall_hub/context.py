@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
@@ -57,7 +57,10 @@ class HubContext:
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
         graph = GraphStore(settings.falkordb_url, settings.graph_name)
         await graph.ensure_schema()
-        redis = Redis.from_url(settings.redis_url)
+        # Blocking: a burst beyond the pool waits for a connection instead of failing (redis-py's default
+        # pool raises "Too many connections" past 100).
+        pool = BlockingConnectionPool.from_url(settings.redis_url, max_connections=128, timeout=10)
+        redis = Redis(connection_pool=pool)
         if embedder is None:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 AUTO_LINK_NOTE = '{"auto": true}'
 MAX_BACKOFF_MS = 60_000
+BULK_CONCURRENCY = 8
+"""Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""
 
 
 async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
@@ -98,14 +100,19 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
     if settings.auto_follows:
         # One indexed query per bead, concurrently: a single query for all of them (a subquery per row)
         # is not planned with the indexes by FalkorDB and took seconds at 100k beads.
-        await asyncio.gather(*(
-            ctx.beads.system_link_session_predecessor(b, AUTO_LINK_NOTE) for b in present if beads[b].get("session_id")
-        ))
+        chained = [b for b in present if beads[b].get("session_id")]
+        for k in range(0, len(chained), BULK_CONCURRENCY):
+            await asyncio.gather(*(
+                ctx.beads.system_link_session_predecessor(b, AUTO_LINK_NOTE) for b in chained[k : k + BULK_CONCURRENCY]
+            ))
     if settings.auto_related and settings.related_max > 0 and present:
-        found = await asyncio.gather(*(
-            ctx.vectors.search([scope_of(beads[b])], v, settings.related_max + 1)
-            for b, v in zip(present, vectors, strict=True)
-        ))
+        found = []
+        pairs = list(zip(present, vectors, strict=True))
+        for k in range(0, len(pairs), BULK_CONCURRENCY):  # bounded: each search holds a Redis connection
+            found += await asyncio.gather(*(
+                ctx.vectors.search([scope_of(beads[b])], v, settings.related_max + 1)
+                for b, v in pairs[k : k + BULK_CONCURRENCY]
+            ))
         links = [
             {"from": b, "id": h.bead_id, "sim": round(h.similarity, 4)}
             for b, hits in zip(present, found, strict=True)

@@ -100,7 +100,7 @@ def _entry(row: list[Any]) -> OutboxEntry:
 class OutboxStore:
     """System reads and writes of the outbox (the work runs for no caller: it was authorised at commit)."""
 
-    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = 60.0) -> None:
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = 15.0) -> None:
         self.graph = graph
         self.redis = redis
         self.keys = keys
