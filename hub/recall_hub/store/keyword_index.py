@@ -160,6 +160,14 @@ class KeywordIndex:
                 log.warning("keyword index follow: %s; retrying", exc)
                 await asyncio.sleep(1.0)
 
+    async def load(self, beads: Sequence[Mapping[str, Any]]) -> None:
+        """Add beads as given and commit, outside the log (measuring the index on its own)."""
+        async with self._lock:
+            for props in beads:
+                self._writer.add_document(self._document(props))
+            await self._commit()
+            self.ready = True
+
     async def _apply(self, bead_ids: set[str]) -> None:
         current = {str(p["bead_id"]): p for p in await self.beads.system_many(sorted(bead_ids))}
         for bead_id in bead_ids:

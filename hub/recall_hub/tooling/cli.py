@@ -200,6 +200,12 @@ async def _bench(args: argparse.Namespace) -> int:
         return await _bench_vectors(args)
     if args.suite == "embedder":
         return await _bench_embedder(args)
+    if args.suite == "keyword":
+        from recall_hub.bench.keyword import render_keyword_study, run_keyword_study
+
+        sizes = [10_000, args.beads] if args.beads > 10_000 else [args.beads]
+        print(render_keyword_study(await run_keyword_study(sizes)))
+        return 0
     from recall_hub.bench.run import BenchConfig, render, run_bench
 
     config = BenchConfig(
@@ -442,8 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.add_argument(
-        "--suite", choices=("bus", "vectors", "embedder"), default="bus",
-        help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s",
+        "--suite", choices=("bus", "vectors", "embedder", "keyword"), default="bus",
+        help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s; "
+        "keyword: the keyword index alone at 10k and --beads",
     )
     bench.add_argument("--data", default="../shared/data/locomo", help="LoCoMo folder (vectors, embedder suites)")
     bench.add_argument("--durability", choices=tuple(DURABILITY), default="default",
