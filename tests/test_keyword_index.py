@@ -1,0 +1,41 @@
+"""The keyword index with several hubs: each hub applies every write, and a writer reads its own writes
+whichever hub answers its search."""
+
+from __future__ import annotations
+
+import secrets
+
+from recall_hub.config import HubSettings
+from recall_hub.service.endpoints import HubService
+from recall_hub.service.server import running_hub
+from recall_schemas import BeadFilters
+
+from tests.conftest import ClientFactory
+
+
+def searches_served(service: HubService) -> int:
+    return service.endpoints["search_beads"]._num_requests
+
+
+async def test_a_writer_finds_its_writes_through_any_hub_and_every_hub_applies_them(
+    connect: ClientFactory, settings: HubSettings, hub_service: HubService
+) -> None:
+    async with running_hub(settings) as second:  # same bus, same graph: two hubs in the queue group
+        writer = await connect()
+        answered_by_both = set()
+        words = []
+        for _ in range(40):
+            word = f"zk{secrets.token_hex(5)}"
+            words.append(word)
+            bead = await writer.create_bead(f"finding {word}", "written then searched at once")
+            before = searches_served(hub_service)
+            hits = (await writer.search_beads(word, mode="keyword")).hits
+            answered_by_both.add(0 if searches_served(hub_service) > before else 1)
+            assert [h.bead.bead_id for h in hits] == [bead.bead_id], word
+        assert answered_by_both == {0, 1}  # both hubs answered some of the searches
+        # Each hub's own index holds every write (it follows the one index log).
+        for service in (hub_service, second):
+            await service.ctx.keywords.catch_up()
+            scopes = [f"private:{writer.ai_id}"]
+            found = {w for w in words if service.ctx.keywords.search(scopes, [w], BeadFilters(), 5)}
+            assert found == set(words)
