@@ -39,3 +39,23 @@ async def test_a_writer_finds_its_writes_through_any_hub_and_every_hub_applies_t
             scopes = [f"private:{writer.ai_id}"]
             found = {w for w in words if service.ctx.keywords.search(scopes, [w], BeadFilters(), 5)}
             assert found == set(words)
+
+
+async def test_a_rebuild_request_makes_every_hub_reindex_from_the_graph(
+    connect: ClientFactory, hub_service: HubService
+) -> None:
+    """`recall reindex` leaves a marker in the index log; a hub that reads it rebuilds from the graph, so
+    even a change that bypassed the log (as a restore or a manual repair would) is found afterwards."""
+    ctx = hub_service.ctx
+    writer = await connect()
+    bead = await writer.create_bead(f"before {secrets.token_hex(4)}")
+    await ctx.keywords.catch_up()  # the create is applied (it read the bead as it was then)
+    hidden = f"zr{secrets.token_hex(5)}"
+    await ctx.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.title = $t", {"id": bead.bead_id, "t": hidden})
+    scopes = [f"private:{writer.ai_id}"]
+    await ctx.keywords.catch_up()
+    assert ctx.keywords.search(scopes, [hidden], BeadFilters(), 5) == []  # the log never named the change
+    marker = await ctx.index_log.request_rebuild()
+    await ctx.keywords.catch_up()
+    assert [b for b, _ in ctx.keywords.search(scopes, [hidden], BeadFilters(), 5)] == [bead.bead_id]
+    assert ctx.keywords.applied >= marker

@@ -118,7 +118,9 @@ async def repair(ctx: HubContext, batch: int = 256, progress: Callable[[int, int
 
 
 async def reindex(ctx: HubContext, progress: Callable[[int, int], None] | None = None) -> int:
-    """Re-embed every bead with the current model and drop every other model's vector sets."""
+    """Re-embed every bead with the current model and drop every other model's vector sets; every hub
+    rebuilds its keyword index from the graph too (a marker in the index log tells them)."""
+    await ctx.index_log.request_rebuild()
     await ctx.beads.system_forget_vectors()
     await ctx.vectors.drop_model_sets(keep_current=False)
     return await repair(ctx, progress=progress)

@@ -21,6 +21,8 @@ from redis.asyncio import Redis
 from recall_hub.store.keys import Keys
 
 ZERO = "0-0"
+REBUILD = ""
+"""The bead id of a rebuild request (``recall reindex``)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class IndexLog:
         if seq_key(seq) > seq_key(self.last_appended):
             self.last_appended = seq
         return seq
+
+    async def request_rebuild(self) -> str:
+        """An entry that names no bead: every hub that reads it rebuilds its index from the graph."""
+        return await self.append(REBUILD)
 
     async def append_many(self, bead_ids: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)

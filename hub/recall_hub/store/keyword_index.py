@@ -33,7 +33,7 @@ from recall_schemas import BeadFilters
 from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store.beads import BeadStore
-from recall_hub.store.index_log import ZERO, IndexLog
+from recall_hub.store.index_log import REBUILD, ZERO, IndexLog
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import to_ms
 
@@ -136,13 +136,18 @@ class KeywordIndex:
         async with self._lock:
             reached = self.applied
             while entries := await self.log.after(reached, APPLY_PAGE):
-                await self._apply({bead_id for _, bead_id in entries if bead_id})
+                if any(bead_id == REBUILD for _, bead_id in entries):
+                    self.ready = False  # `recall reindex` asked every hub to start from the graph again
+                    break
+                await self._apply({bead_id for _, bead_id in entries})
                 reached = entries[-1][0]
                 if until is not None and seq_key(reached) >= seq_key(until):
                     break
             if reached != self.applied:
                 await self._commit()
                 self.applied = reached  # only now do searches see it
+        if not self.ready:
+            await self.rebuild()
 
     async def follow(self, block_ms: int = 2000) -> None:
         """Keep applying the log as it grows (a hub's background task). ``block_ms`` stays below
