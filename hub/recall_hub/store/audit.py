@@ -66,6 +66,24 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
     return list(found)[:MAX_IDS]
 
 
+_RECORD = """
+local fields = {}
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
+local missing = {}
+for i = 2, #KEYS do
+  if redis.call('XADD', KEYS[i], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*', unpack(fields)) then
+    redis.call('EXPIRE', KEYS[i], ARGV[3])
+  else
+    missing[#missing + 1] = i - 1
+  end
+end
+return missing
+"""
+"""The identity's entry, and the entry of every named bead that has an audit stream (refreshing its
+expiry); returns the positions of the beads without one."""
+
+
 class AuditLog:
     def __init__(
         self,
@@ -85,32 +103,31 @@ class AuditLog:
         self.graph = graph
         self.bead_maxlen = bead_maxlen
         self.bead_ttl_s = bead_ttl_s
+        self._record = redis.register_script(_RECORD)
 
     async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(bead_ids))[:MAX_IDS]
         fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
+        flat = [str(x) for pair in fields.items() for x in pair]
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.xadd(self.keys.audit_ai(ai_id), fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-            for bead_id in ids:
-                self._append(pipe, bead_id, fields, start=False)
-            results = await pipe.execute()
-            # XADD NOMKSTREAM answers None where the bead has no stream yet: its first entry, or no bead.
-            new = [bead_id for bead_id, added in zip(ids, results[1::2], strict=True) if added is None]
+            # One round trip and one command to pack, however many beads a reply named (a search names 20).
+            missing = await self._record(
+                keys=[self.keys.audit_ai(ai_id), *(self.keys.audit_bead(b) for b in ids)],
+                args=[self.maxlen, self.bead_maxlen, self.bead_ttl_s, *flat],
+            )
+            # A bead without a stream yet gets one only if it exists (ids in requests are the caller's).
+            new = [ids[int(i) - 1] for i in missing or []]
             if new:
                 existing = await self._existing(new)
                 if existing:
                     pipe = self.redis.pipeline(transaction=False)
                     for bead_id in existing:
-                        self._append(pipe, bead_id, fields, start=True)
+                        key = self.keys.audit_bead(bead_id)
+                        pipe.xadd(key, fields, maxlen=self.bead_maxlen, approximate=True)  # type: ignore[arg-type]
+                        pipe.expire(key, self.bead_ttl_s)
                     await pipe.execute()
         except Exception:
             log.exception("audit record lost for %s %s", ai_id, op)
-
-    def _append(self, pipe: Any, bead_id: str, fields: dict[str, Any], *, start: bool) -> None:
-        key = self.keys.audit_bead(bead_id)
-        pipe.xadd(key, fields, maxlen=self.bead_maxlen, approximate=True, nomkstream=not start)
-        pipe.expire(key, self.bead_ttl_s)  # a no-op where XADD NOMKSTREAM added nothing
 
     async def _existing(self, bead_ids: list[str]) -> list[str]:
         if self.graph is None:
