@@ -107,11 +107,13 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         await consumer.start()
         yield service
     finally:
-        for task in (sweeper, follower):
-            if task is not None:
-                task.cancel()
-        service.repaired.cancel()
-        legacy_check.cancel()
+        background = [t for t in (sweeper, follower, service.repaired, legacy_check) if t is not None]
+        for task in background:
+            task.cancel()
+        # Finished before the stores close under them (a task left running would retry on closed pools).
+        _, stuck = await asyncio.wait(background, timeout=10)
+        if stuck:
+            log.warning("background tasks still running at shutdown: %s", [t.get_name() for t in stuck])
         await consumer.stop()
         await service.stop()
         await nc.drain()
