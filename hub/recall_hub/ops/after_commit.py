@@ -123,14 +123,7 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
         if links:
             await ctx.beads.system_link_related_many(links, AUTO_LINK_NOTE)
     for entry in entries:
-        props = beads.get(entry.bead_id)
-        for scope, action in actions(entry.old_feed, entry.new_feed, exists=True):
-            snapshot = props if props is not None and feed_scope(props) == scope else None
-            change = await ctx.feed.append_once(
-                entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot
-            )
-            if change is not None:
-                await ctx.feed.fan_out(change)
+        await _log_changes(ctx, entry, beads.get(entry.bead_id))
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
@@ -144,6 +137,11 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
         await _auto_link(ctx, props, vector)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
+    await _log_changes(ctx, entry, props)
+
+
+async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any] | None) -> None:
+    """The change-feed entries of one outbox entry (each logged once) and their notifications."""
     for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind != "deleted"):
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
         snapshot = props if props is not None and feed_scope(props) == scope else None

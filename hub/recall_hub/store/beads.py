@@ -444,11 +444,4 @@ class BeadStore:
 
     async def system_link_related(self, bead_id: str, similar: list[dict[str, Any]], note: str) -> None:
         """``RELATED_TO`` each of ``similar`` (``{"id", "sim"}``), idempotent."""
-        await self.graph.query(
-            "MATCH (b:Bead {bead_id: $bead_id}) UNWIND $rows AS row "
-            "MATCH (o:Bead {bead_id: row.id}) "
-            "MERGE (b)-[r:RELATED_TO]->(o) "
-            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.similarity = row.sim, "
-            "r.metadata = $meta",
-            {"bead_id": bead_id, "rows": similar, "meta": note},
-        )
+        await self.system_link_related_many([{"from": bead_id, **row} for row in similar], note)
