@@ -14,8 +14,11 @@ install: $(BIN)/python
 
 ## Start the embedded stack (nats-server + redis/FalkorDB + hub) with NATS auth from the example roster,
 ## run the demo and the coordination scenario, keep serving until Ctrl-C.
+## Options: make demo FRESH=1 (start empty), DATA_DIR=..., NATS_PORT=..., REDIS_PORT=...
+DEMO_FLAGS = $(if $(FRESH),--fresh) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) \
+	$(if $(NATS_PORT),--nats-port $(NATS_PORT)) $(if $(REDIS_PORT),--redis-port $(REDIS_PORT))
 demo: install
-	$(BIN)/recall up --secure --roster examples/roster.yaml --demo
+	$(BIN)/recall up --secure --roster examples/roster.yaml --demo $(DEMO_FLAGS)
 
 up: install
 	$(BIN)/recall up

@@ -72,6 +72,23 @@ async def connect(stack: EmbeddedStack, hub: HubContext) -> AsyncIterator[Client
         await client.close()
 
 
+@pytest.fixture(scope="module")
+def secure_stack(tmp_path_factory: pytest.TempPathFactory, bundle: AuthBundle) -> Iterator[EmbeddedStack]:
+    """A stack whose nats-server runs the generated secure configuration of the module's ``bundle`` fixture."""
+    with EmbeddedStack(tmp_path_factory.mktemp("secure-stack"), nats_config=bundle.server_config) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def secure_hub(
+    request: pytest.FixtureRequest, secure_stack: EmbeddedStack, bundle: AuthBundle
+) -> AsyncIterator[HubService]:
+    """A hub with the module's generated hub credentials, on :func:`secure_stack`."""
+    prefix = "recall_" + request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    async with secure_hub_on(secure_stack, bundle, prefix) as service:
+        yield service
+
+
 @asynccontextmanager
 async def secure_hub_on(stack: EmbeddedStack, bundle: AuthBundle, graph_prefix: str) -> AsyncIterator[HubService]:
     """A hub with the generated hub credentials on a stack whose nats-server runs the generated config."""

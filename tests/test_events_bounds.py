@@ -201,7 +201,7 @@ async def test_failures_while_handling_end_in_bounded_retries(tmp_path: Path, mo
             await _assert_consumer_idle(service, agent.nc.jetstream())
 
 
-# --- D10: message ids ----------------------------------------------------------------------------
+# --- message ids ---------------------------------------------------------------------------------
 
 
 async def _published(publish: Callable[[], Awaitable[object]]) -> object:

@@ -35,7 +35,7 @@ async def _scopes_holding(hub: HubContext, bead_id: str, scopes: list[str]) -> l
     return [s for s in scopes if await hub.vectors.vector(bead_id, s) is not None]
 
 
-# --- versions and optimistic concurrency (D8) ---------------------------------------------------
+# --- versions and optimistic concurrency --------------------------------------------------------
 
 
 async def test_every_change_bumps_the_version_and_a_stale_version_is_a_conflict(connect: ClientFactory):
@@ -68,7 +68,7 @@ async def test_concurrent_read_modify_writes_lose_nothing(connect: ClientFactory
     assert final.version == 1 + len(tags)
 
 
-# --- vectors in exactly one scope (D9) -----------------------------------------------------------
+# --- vectors in exactly one scope ----------------------------------------------------------------
 
 
 async def test_concurrent_scope_changes_leave_one_vector_in_the_current_scope(connect: ClientFactory, hub: HubContext):
@@ -90,7 +90,7 @@ async def test_concurrent_scope_changes_leave_one_vector_in_the_current_scope(co
         assert await _scopes_holding(hub, bead.bead_id, scopes) == []
 
 
-# --- nothing about invisible beads on secondary paths (D5, D6, D14) ---------------------------
+# --- nothing about invisible beads on secondary paths -----------------------------------------
 
 
 async def test_a_newer_bead_the_caller_cannot_see_does_not_demote_or_explain(connect: ClientFactory):

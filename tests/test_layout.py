@@ -116,3 +116,21 @@ def test_only_the_store_and_measurements_talk_to_redis() -> None:
         if _layer(p) not in allowed and p.name != "context.py" and direct.search(p.read_text())
     ]
     assert offenders == []
+
+
+OUTSIDE_REFERENCES = re.compile(r"DESIGN\.md|shared/seeds|\(issue \d+\)|\bD(?:[1-9]|1[0-4])\b(?!:)")
+"""What points a reader outside the repository: the original design notes, seeds and issue numbers
+(and their numbering of design decisions). LoCoMo data under ../shared/data may be a default argument."""
+
+
+def test_the_repository_stands_on_its_own() -> None:
+    docs = [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md"), *(ROOT / "compose").rglob("*.md")]
+    texts = [*docs, *ROOT.glob("*/recall_*/**/*.py"), *_files(ROOT / "tests")]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in texts
+        if path.name != "test_locomo_eval.py"  # LoCoMo dialogue ids look like "D1:2"
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if OUTSIDE_REFERENCES.search(line) and "OUTSIDE_REFERENCES" not in line
+    ]
+    assert offenders == []

@@ -36,7 +36,7 @@ async def _team(connect: ClientFactory, n_ops: int) -> tuple[str, list[RecallCli
     return group_id, ops, observer
 
 
-# --- D7: the last ops ------------------------------------------------------------------------
+# --- the last ops ----------------------------------------------------------------------------
 
 SELF_MOVES = {"demote_self", "leave"}
 
@@ -119,7 +119,7 @@ async def test_the_last_ops_is_refused_whatever_change_would_remove_it(connect: 
     assert await _ops_of(observer, group_id) == {observer.ai_id}
 
 
-# --- D13: group ids ------------------------------------------------------------------------
+# --- group ids -----------------------------------------------------------------------------
 
 
 Call = Callable[[str], Awaitable[Any]]
@@ -196,7 +196,7 @@ async def test_a_replayed_group_created_event_is_still_idempotent(connect: Clien
     assert [m.ai_id for m in (await ops.list_members(group_id)).members] == [ops.ai_id]
 
 
-# --- D4: what a session check and a migration see --------------------------------------------
+# --- what a session check and a migration see --------------------------------------------
 
 
 async def _foreign_bead(hub: HubContext, session_id: str, **props: Any) -> str:

@@ -13,8 +13,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
@@ -28,7 +27,7 @@ from recall_hub.tooling.auth import AuthBundle, connect_options, generate
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas.subjects import event_subject, notify_subject
 
-from tests.conftest import ClientFactory, new_ai, secure_hub_on
+from tests.conftest import ClientFactory, new_ai
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -117,16 +116,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
     return generate(base / "roster.yaml", base / "auth")
 
 
-@pytest.fixture(scope="module")
-def secure_stack(tmp_path_factory: pytest.TempPathFactory, bundle: AuthBundle) -> Iterator[EmbeddedStack]:
-    with EmbeddedStack(Path(tmp_path_factory.mktemp("notify-stack")), nats_config=bundle.server_config) as stack:
-        yield stack
-
-
-@pytest.fixture(scope="module")
-async def secure_hub(secure_stack: EmbeddedStack, bundle: AuthBundle) -> AsyncIterator[HubService]:
-    async with secure_hub_on(secure_stack, bundle, "recall_notify") as service:
-        yield service
 
 
 async def test_a_publish_ack_aimed_at_another_identity_does_not_break_its_notifications(

@@ -20,7 +20,7 @@ import json
 import re
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ import nats
 import nats.errors
 import nkeys
 import pytest
-import recall_client.client
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
@@ -51,15 +50,12 @@ from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     CreateBead,
     ErrorReply,
-    InvalidRequest,
     MemoryBead,
     NotFound,
     RecallTimeout,
-    Unavailable,
+    Unauthorized,
 )
 from recall_schemas.subjects import EVENTS_STREAM, event_subject, notify_subject, request_subject
-
-from tests.conftest import secure_hub_on
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -117,16 +113,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
     return generate(write_roster(base / "roster.yaml"), base / "auth")
 
 
-@pytest.fixture(scope="module")
-def secure_stack(tmp_path_factory: pytest.TempPathFactory, bundle: AuthBundle) -> Iterator[EmbeddedStack]:
-    with EmbeddedStack(tmp_path_factory.mktemp("secure-stack"), nats_config=bundle.server_config) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-async def secure_hub(secure_stack: EmbeddedStack, bundle: AuthBundle) -> AsyncIterator[HubService]:
-    async with secure_hub_on(secure_stack, bundle, "recall_security") as service:
-        yield service
 
 
 @pytest.fixture
@@ -411,15 +397,15 @@ async def test_only_keys_signed_by_the_account_connect(
     await refused(url, user_credentials=str(rogue))
 
 
-@pytest.mark.skipif(not hasattr(recall_client.client, "creds_identity"), reason="pending client patch")
 async def test_client_fails_fast_on_foreign_or_refused_credentials(
     secure_stack: EmbeddedStack, secure_hub: HubService, bundle: AuthBundle, tmp_path: Path
 ) -> None:
-    with pytest.raises(InvalidRequest, match=B):
+    # A setup mistake, not an outage: Unauthorized, which no retry will fix.
+    with pytest.raises(Unauthorized, match=B):
         await RecallClient(A, secure_stack.nats_url, creds=str(bundle.creds[B])).connect()
     stolen = tmp_path / "stolen.creds"
     stolen.write_text(format_creds(read_creds(bundle.creds[A])[0], new_user_seed()))
-    with pytest.raises(Unavailable, match="refused"):
+    with pytest.raises(Unauthorized, match="refused"):
         # Without the check, the first connect is retried forever (max_reconnect_attempts=-1).
         await asyncio.wait_for(RecallClient(A, secure_stack.nats_url, creds=str(stolen)).connect(), 10)
 

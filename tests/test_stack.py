@@ -8,7 +8,8 @@ import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.service.server import running_hub
-from recall_hub.tooling.stack import EmbeddedStack, StackError
+from recall_hub.tooling.stack import EmbeddedStack, StackError, holds_data
+from recall_schemas import NotFound
 
 
 async def _write_and_read(stack: EmbeddedStack, bead_id: str | None) -> str:
@@ -25,6 +26,20 @@ async def test_a_second_up_on_the_same_data_dir_finds_every_bead(tmp_path: Path)
     with EmbeddedStack(tmp_path) as second:
         assert await _write_and_read(second, bead_id) == "AOF keeps me"
     assert any((tmp_path / "redis").rglob("*.aof")), "persistence (AOF) must be on"
+
+
+async def test_fresh_starts_empty_and_keeps_the_credentials(tmp_path: Path) -> None:
+    with EmbeddedStack(tmp_path) as first:
+        bead_id = await _write_and_read(first, None)
+    (tmp_path / "auth").mkdir()
+    (tmp_path / "auth" / "a_persist1.creds").write_text("kept")
+    assert holds_data(tmp_path)
+    with EmbeddedStack(tmp_path, fresh=True) as again:
+        settings = HubSettings(nats_url=again.nats_url, falkordb_url=again.redis_url, redis_url=again.redis_url)
+        async with running_hub(settings), RecallClient("a_persist1", again.nats_url) as client:
+            with pytest.raises(NotFound):
+                await client.get_bead(bead_id)
+    assert (tmp_path / "auth" / "a_persist1.creds").read_text() == "kept"
 
 
 def test_two_stacks_cannot_share_a_data_dir(tmp_path: Path) -> None:

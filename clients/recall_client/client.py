@@ -67,10 +67,12 @@ from recall_schemas import (
     SearchResult,
     Subgraph,
     TraverseGraph,
+    Unauthorized,
     Unavailable,
     UpdateBead,
     Why,
     WhyResult,
+    describe_validation,
     error_from_reply,
 )
 from recall_schemas import coordination as c
@@ -93,14 +95,14 @@ def creds_identity(path: str) -> str:
     try:
         text = Path(path).expanduser().read_text()
     except OSError as exc:
-        raise Unavailable(f"cannot read NATS credentials {path}: {exc}") from exc
+        raise Unauthorized(f"cannot read NATS credentials {path}: {exc}") from exc
     match = re.search(r"-----BEGIN NATS USER JWT-----\s*\n\s*[\w-]+\.([\w-]+)\.[\w-]+\s*\n", text)
     if match is None or "-----BEGIN USER NKEY SEED-----" not in text:
-        raise InvalidRequest(f"{path} is not a NATS credentials file (user JWT + nkey seed)")
+        raise Unauthorized(f"{path} is not a NATS credentials file (user JWT + nkey seed)")
     try:
         claims = json.loads(base64.urlsafe_b64decode(match[1] + "=" * (-len(match[1]) % 4)))
     except ValueError as exc:
-        raise InvalidRequest(f"{path}: its JWT cannot be read") from exc
+        raise Unauthorized(f"{path}: its JWT cannot be read") from exc
     return str(claims.get("name", "")) if isinstance(claims, dict) else ""
 
 
@@ -166,7 +168,7 @@ def _build(model: type[M], **fields: Any) -> M:
     try:
         return model(**fields)
     except ValidationError as exc:
-        raise InvalidRequest(str(exc)) from exc
+        raise InvalidRequest(describe_validation(exc, model)) from exc
 
 
 class RecallClient:
@@ -206,6 +208,8 @@ class RecallClient:
         self._index_seq: str | None = None
         """The furthest index-log position a hub reported to this client: its searches ask for it, so
         they find this client's own writes whichever hub answers."""
+        self._denied: str | None = None
+        """The last permissions violation NATS reported for this connection (a setup mistake)."""
         self.connect_timeout = connect_timeout
         self._creds = creds
         self._user = user
@@ -228,7 +232,7 @@ class RecallClient:
                 issued_to = creds_identity(self._creds)
                 if issued_to != self.ai_id:
                     if re.fullmatch(AI_ID_PATTERN, issued_to):
-                        raise InvalidRequest(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
+                        raise Unauthorized(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
                     log.warning("credentials %s are issued to %r, not %s", self._creds, issued_to, self.ai_id)
                 options["user_credentials"] = self._creds
             if self._user:
@@ -243,16 +247,19 @@ class RecallClient:
         refused = asyncio.Event()
 
         async def on_error(exc: Exception) -> None:
-            if "authorization violation" in str(exc).lower():
+            text = str(exc).lower()
+            if "authorization violation" in text:
                 refused.set()
+            elif "permissions violation" in text and any(
+                own in str(exc) for own in (request_subject(self.ai_id, ""), inbox_prefix(self.ai_id))
+            ):  # refused to publish this identity's requests or to receive its replies
+                self._denied = str(exc)
             log.warning("NATS (%s): %s", self.ai_id, exc)
 
         connecting = asyncio.ensure_future(nats.connect(**options, error_cb=on_error))
         denied = asyncio.ensure_future(refused.wait())
         try:
-            await asyncio.wait(
-                {connecting, denied}, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait({connecting, denied}, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             denied.cancel()
         if not connecting.done():
@@ -260,7 +267,7 @@ class RecallClient:
             with contextlib.suppress(BaseException):
                 await connecting
             if refused.is_set():
-                raise Unavailable(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
+                raise Unauthorized(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
             raise Unavailable(f"cannot reach NATS at {self.nats_url} within {self.connect_timeout}s")
         try:
             return connecting.result()
@@ -329,6 +336,11 @@ class RecallClient:
                     f"{op}: a request of {len(payload)} bytes exceeds the bus's max payload ({self.nc.max_payload})"
                 ) from exc
             except (NatsTimeout, NoRespondersError) as exc:
+                if self._denied is not None:
+                    raise Unauthorized(
+                        f"{op}: NATS does not let this connection act as {self.ai_id} (are the credentials "
+                        f"{self.ai_id}'s?): {self._denied}"
+                    ) from exc
                 if attempt == self.retries:
                     if isinstance(exc, NoRespondersError):
                         raise Unavailable(f"no hub is serving {op}") from exc
@@ -488,8 +500,11 @@ class RecallClient:
         request = _build(GetRelationships, bead_id=bead_id, rel_type=rel_type, direction=direction)
         reply = await self.call("get_relationships", request, RelationshipList)
         if reply.truncated:
-            log.warning("get_relationships(%s): %d edges returned, the rest did not fit the bus",
-                        bead_id, len(reply.relationships))
+            log.warning(
+                "get_relationships(%s): %d edges returned, the rest did not fit the bus",
+                bead_id,
+                len(reply.relationships),
+            )
         return reply.relationships
 
     async def traverse_graph(

@@ -16,7 +16,9 @@ from .errors import (
     PayloadTooLarge,
     RecallError,
     RecallTimeout,
+    Unauthorized,
     Unavailable,
+    describe_validation,
     error_from_reply,
 )
 from .ids import AgentId, AiId, BeadId, GroupId, OpsId, ServiceId, SessionId, new_id
@@ -68,10 +70,12 @@ __all__ = [
     "ServiceId",
     "SessionId",
     "Subgraph",
+    "Unauthorized",
     "Unavailable",
     "Visibility",
     "WireModel",
     "coordination",
+    "describe_validation",
     "error_from_reply",
     "events",
     "new_id",

@@ -1,8 +1,15 @@
-"""What the MCP sidecar adds over the client library, for a search and a create, in one run.
+"""What the MCP sidecar costs an agent: the size of its tool list, and the time it adds over the client
+library for a search and a create.
 
-    python -m recall_client.mcp.overhead --nats nats://127.0.0.1:4222 [--rounds 200]
+    python -m recall_client.mcp.overhead --tool-list                        # bytes and tokens per profile
+    python -m recall_client.mcp.overhead --nats nats://127.0.0.1:4222 [--rounds 200] [--creds FILE]
 
-Needs a running hub (``recall up`` or ``make demo``). Four paths make the same calls as one agent:
+The tool list is what every agent carries in its context on every turn: measured as the JSON of the
+``tools/list`` result, in bytes and in tokens of OpenAI's ``o200k_base`` encoding when ``bpe-openai``
+is installed (``pip install bpe-openai``; else bytes / 4, marked as an estimate).
+
+The timing needs a running hub (``recall up`` or ``make demo``; on a secure stack give ``--creds`` of
+one agent, whose AI id it then acts as). Four paths make the same calls as one agent:
 the client library directly; the sidecar in process through the SDK's in-memory client; and the
 ``recall-mcp`` sidecar as a subprocess over stdio and over streamable HTTP, each driven by the SDK's
 client. Every round times one call per path in turn, so drift hits every path alike; p50/p90 are of
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import socket
@@ -27,7 +35,7 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from recall_client.client import RecallClient
+from recall_client.client import RecallClient, creds_identity
 
 from .link import HubLink
 from .server import build_server
@@ -51,6 +59,44 @@ METHOD = (
     "is this process (library or MCP client; for in-process also the sidecar), 'sidecar' the recall-mcp "
     "subprocess (Linux /proc)."
 )
+
+
+@dataclass
+class ListSize:
+    profile: str
+    tools: int
+    bytes: int
+    tokens: int
+    exact: bool
+    """``tokens`` counted with o200k_base; False: estimated as bytes / 4."""
+
+
+def _token_counter() -> tuple[Callable[[str], int], bool]:
+    try:
+        import bpe_openai  # type: ignore[import-not-found,unused-ignore]  # optional: only for this measurement
+    except ImportError:
+        return (lambda text: len(text.encode()) // 4), False
+    encoding = bpe_openai.get_encoding("o200k_base")
+    return (lambda text: len(encoding.encode(text))), True
+
+
+async def tool_list_sizes(profiles: list[str]) -> list[ListSize]:
+    """The ``tools/list`` result of a sidecar offering each of ``profiles``, measured as an agent receives it."""
+    count, exact = _token_counter()
+    rows = []
+    for profile in profiles:
+        async with Client(build_server(HubLink("a_size0000", "nats://127.0.0.1:1"), tools=profile)) as client:
+            listing = await client.list_tools()
+        text = json.dumps(listing.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+        rows.append(ListSize(profile, len(listing.tools), len(text.encode()), count(text), exact))
+    return rows
+
+
+def render_sizes(rows: list[ListSize]) -> str:
+    unit = "tokens (o200k_base)" if all(r.exact for r in rows) else "tokens (estimated: bytes / 4)"
+    lines = [f"{'profile':<10}{'tools':>6}{'bytes':>9}  {unit}"]
+    lines += [f"{r.profile:<10}{r.tools:>6}{r.bytes:>9}  {r.tokens}" for r in rows]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -108,11 +154,10 @@ async def _mcp_call(client: Client, tool: str, arguments: dict[str, Any]) -> Any
 
 
 @contextlib.asynccontextmanager
-async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[tuple[Client, int]]:
+async def _http_sidecar(flags: list[str]) -> AsyncIterator[tuple[Client, int]]:
     port = _free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "recall_client.mcp", "--http", "--port", str(port),
-        env={**os.environ, "RECALL_AI_ID": ai_id, "RECALL_NATS_URL": nats_url},
+        sys.executable, "-m", "recall_client.mcp", "--http", "--port", str(port), *flags,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -136,17 +181,16 @@ async def _http_sidecar(ai_id: str, nats_url: str) -> AsyncIterator[tuple[Client
         await proc.wait()
 
 
-async def measure(nats_url: str, rounds: int = 200, warmup: int = 20) -> list[Row]:
+async def measure(nats_url: str, rounds: int = 200, warmup: int = 20, creds: str | None = None) -> list[Row]:
     """p50/p90 per operation and path, and each path's p50 overhead over the library."""
-    ai_id = f"a_ovh{secrets.token_hex(4)}"
-    stdio = StdioServerParameters(
-        command=sys.executable, args=["-m", "recall_client.mcp", "--ai-id", ai_id, "--nats", nats_url]
-    )
+    ai_id = creds_identity(creds) if creds else f"a_ovh{secrets.token_hex(4)}"
+    flags = ["--ai-id", ai_id, "--nats", nats_url, "--tools", "all", *(["--creds", creds] if creds else [])]
+    stdio = StdioServerParameters(command=sys.executable, args=["-m", "recall_client.mcp", *flags])
     async with contextlib.AsyncExitStack() as stack:
-        library = await stack.enter_async_context(RecallClient(ai_id, nats_url))
-        in_process = await stack.enter_async_context(Client(build_server(HubLink(ai_id, nats_url))))
+        library = await stack.enter_async_context(RecallClient(ai_id, nats_url, creds=creds))
+        in_process = await stack.enter_async_context(Client(build_server(HubLink(ai_id, nats_url, creds=creds))))
         over_stdio = await stack.enter_async_context(Client(stdio))
-        over_http, http_pid = await stack.enter_async_context(_http_sidecar(ai_id, nats_url))
+        over_http, http_pid = await stack.enter_async_context(_http_sidecar(flags))
         sidecars = {"mcp in-process": in_process, "mcp stdio": over_stdio, "mcp http": over_http}
         sidecar_pids = {"mcp stdio": _stdio_sidecar_pid(), "mcp http": http_pid}
 
@@ -220,10 +264,17 @@ def render(rows: list[Row], nats_url: str, rounds: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m recall_client.mcp.overhead", description=METHOD)
     parser.add_argument("--nats", default=os.environ.get("RECALL_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument(
+        "--creds", default=os.environ.get("RECALL_NATS_CREDS"), help="an agent's creds file (secure stack)"
+    )
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--tool-list", action="store_true", help="only measure the tool list of each profile")
     args = parser.parse_args(argv)
-    rows = asyncio.run(measure(args.nats, args.rounds, args.warmup))
+    if args.tool_list:
+        print(render_sizes(asyncio.run(tool_list_sizes(["core", "all"]))))
+        return 0
+    rows = asyncio.run(measure(args.nats, args.rounds, args.warmup, args.creds))
     print(METHOD, end="\n\n")
     print(render(rows, args.nats, args.rounds))
     return 0

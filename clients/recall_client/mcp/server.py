@@ -11,11 +11,12 @@ keeps no memory of its own. Transports: stdio (default) and streamable HTTP (``-
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
@@ -33,10 +34,12 @@ from recall_schemas import (
     ListGroups,
     MemoryBead,
     RecallError,
+    Unauthorized,
+    describe_validation,
 )
 
 from .link import HubLink
-from .tools import describe_error, describe_validation, make_tool, tool_annotations, tool_specs
+from .tools import PROFILES, build_tool, describe_error, tool_specs
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,8 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SERVER_NAME = "nexus-recall"
 DEFAULT_HTTP_PORT = 8765
 RECENT_LIMIT = 20
+CHECK_TIMEOUT_S = 2.0
+"""How long the start-up check waits for NATS and the hub before serving anyway."""
 
 INSTRUCTIONS = """\
 Nexus Recall is the durable memory you share with the other agents of your groups. It outlives this
@@ -76,43 +81,88 @@ def render_beads(heading: str, beads: Sequence[MemoryBead]) -> str:
     return f"# {heading}\n\n" + "\n\n".join(render_bead(b) for b in beads)
 
 
-def memory_guide(ai_id: str, groups: str, task: str | None) -> str:
+GUIDE: tuple[tuple[frozenset[str], str], ...] = (
+    (
+        frozenset({"context", "search_beads"}),
+        "Recall before you act. Call `context` with the task as the query to load the most relevant memory\n"
+        "   within a token budget, or `search_beads` when you need individual beads and scores.",
+    ),
+    (frozenset({"why"}), "Use `why` to learn what led to a decision or what followed it."),
+    (frozenset({"get_recent"}), "`get_recent` shows what changed lately."),
+    (
+        frozenset({"create_bead"}),
+        "Store what others (or a later you) will need: decisions with their reasons, findings, facts you\n"
+        "   verified, open questions, todos, handoff notes. One idea per bead; a specific, searchable title;\n"
+        "   the detail in content; a bead_type; importance 5 for normal, 8+ only for what must not be missed;\n"
+        "   a few tags. Set provenance to 'observed' for what you saw yourself (command output, a test run).",
+    ),
+    (
+        frozenset({"create_bead"}),
+        "Choose visibility on purpose: 'private' (the default) for scratch notes, 'group' with the group_id\n"
+        "   to share with your team, 'global' only for what every agent on the hub should know.",
+    ),
+    (
+        frozenset({"update_bead"}),
+        "Do not duplicate. Search first; if a memory exists, update_bead it. Archive what no longer holds\n"
+        "   (update_bead status='archived') rather than delete it.",
+    ),
+    (
+        frozenset({"add_relationship"}),
+        "When a decision changes, store the new one and link it with add_relationship(new, old, 'UPDATES')\n"
+        "   so the history stays; PART_OF for pieces of an investigation, FOLLOWS_FROM for cause and effect.\n"
+        "   The hub already links beads of one session in order and links similar beads.",
+    ),
+    (frozenset({"deduplicate_beads"}), "Use deduplicate_beads to review duplicates."),
+    (
+        frozenset({"ai_state_save", "ai_state_get"}),
+        "Keep your working state with ai_state_save (todos, notes, a context summary) and read it back\n"
+        "   with ai_state_get when you resume.",
+    ),
+    (
+        frozenset({"learn", "recall"}),
+        "Exact look-ups by name go in learn/recall (private key-value notes).",
+    ),
+    (frozenset({"unified_recall"}), "unified_recall searches notes and beads together."),
+    (
+        frozenset({"changes_since"}),
+        "Catch up on your group with changes_since(scope=<group_id>, cursor=<the cursor you kept>).",
+    ),
+    (
+        frozenset({"transfer_ops", "handoff_brief", "acknowledge_handoff"}),
+        "Ops handing over a group: transfer_ops with a real context summary. Taking over: handoff_brief,\n"
+        "   then acknowledge_handoff.",
+    ),
+    (
+        frozenset(),
+        "When a tool reports `unavailable` or `timeout`, the hub is unreachable: continue your work and\n"
+        "   retry the memory call later. `not_found` means the thing does not exist or you may not see it.\n"
+        "   `unauthorized` is a setup mistake: tell the user instead of retrying. Never store secrets.",
+    ),
+)
+"""The advice of the ``use_memory`` prompt, each with the tools it needs: only advice about the tools the
+sidecar offers is given."""
+
+
+def memory_guide(ai_id: str, groups: str, task: str | None, offered: Collection[str]) -> str:
     task_line = f"\nYour task: {task}\nStart with `context(query=<the task>)`.\n" if task else ""
+    advice = [text for tools, text in GUIDE if tools <= set(offered)]
+    numbered = "\n".join(f"{n}. {text}" for n, text in enumerate(advice, start=1))
     return f"""\
 You have a shared, durable memory: the Nexus Recall hub. You act in it as {ai_id}; what you may see is
 decided by the hub, never by you. {groups}
 {task_line}
 How to use it well:
 
-1. Recall before you act. Call `context` with the task as the query to load the most relevant memory
-   within a token budget, or `search_beads` when you need individual beads and scores. Use `why` to
-   learn what led to a decision or what followed it; `get_recent` for what changed lately.
-2. Store what others (or a later you) will need: decisions with their reasons, findings, facts you
-   verified, open questions, todos, handoff notes. One idea per bead; a specific, searchable title;
-   the detail in content; a bead_type; importance 5 for normal, 8+ only for what must not be missed;
-   a few tags. Set provenance to 'observed' for what you saw yourself (command output, a test run).
-3. Choose visibility on purpose: 'private' (the default) for scratch notes, 'group' with the group_id
-   to share with your team, 'global' only for what every agent on the hub should know.
-4. Do not duplicate. Search first; if a memory exists, update_bead it. When a decision changes, store
-   the new one and link it with add_relationship(new, old, 'UPDATES') so the history stays.
-5. Connect memories: PART_OF for pieces of an investigation, FOLLOWS_FROM for cause and effect.
-   The hub already links beads of one session in order and links similar beads.
-6. Keep it clean: archive what no longer holds (update_bead status='archived') rather than delete it;
-   use deduplicate_beads to review duplicates. Never store secrets, credentials or personal data.
-7. Keep your working state with ai_state_save (todos, notes, a context summary) and read it back with
-   ai_state_get when you resume. Exact look-ups by name go in learn/recall (private key-value notes);
-   unified_recall searches notes and beads together.
-8. Catch up on your group with changes_since(scope=<group_id>, cursor=<the cursor you kept>).
-   Ops handing over a group: transfer_ops with a real context summary. Taking over: handoff_brief,
-   then acknowledge_handoff.
-9. When a tool reports `unavailable` or `timeout`, the hub is unreachable: continue your work and
-   retry the memory call later. `not_found` means the thing does not exist or you may not see it.
+{numbered}
 """
 
 
-def build_server(link: HubLink, *, log_level: LogLevel = "WARNING") -> MCPServer[Any]:
-    """The MCP server of one agent: a tool per hub operation, resources over the agent's groups and
-    recent memory, and a prompt on how to use memory well. Every call goes to the hub through ``link``."""
+def build_server(link: HubLink, *, tools: str = "all", log_level: LogLevel = "WARNING") -> MCPServer[Any]:
+    """The MCP server of one agent: a tool per hub operation (``tools`` selects which, see
+    :func:`~recall_client.mcp.tools.tool_specs`), resources over the agent's groups and recent memory,
+    and a prompt on how to use memory well. Every call goes to the hub through ``link``."""
+    specs = tool_specs(tools)
+    offered = {spec.name for spec in specs}
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -129,16 +179,8 @@ def build_server(link: HubLink, *, log_level: LogLevel = "WARNING") -> MCPServer
         version=_version(),
         lifespan=lifespan,
         log_level=log_level,
+        tools=[build_tool(spec, link) for spec in specs],
     )
-    for spec in tool_specs():
-        server.add_tool(
-            make_tool(spec, link),
-            name=spec.name,
-            title=spec.title,
-            description=spec.description,
-            annotations=tool_annotations(spec),
-            structured_output=True,
-        )
 
     async def read(op: str, request: Any, reply: Any) -> Any:
         try:
@@ -181,7 +223,7 @@ def build_server(link: HubLink, *, log_level: LogLevel = "WARNING") -> MCPServer
         try:
             request = GetByGroup(group_id=group_id, limit=RECENT_LIMIT)
         except ValidationError as exc:
-            raise ResourceNotFoundError(describe_validation(exc)) from None
+            raise ResourceNotFoundError(describe_error(InvalidRequest(describe_validation(exc, GetByGroup)))) from None
         reply: BeadList = await read("get_by_group", request, BeadList)
         return render_beads(f"Recent memory of group {group_id}", reply.beads)
 
@@ -203,7 +245,7 @@ def build_server(link: HubLink, *, log_level: LogLevel = "WARNING") -> MCPServer
                 groups = f"Your groups: {names}."
             else:
                 groups = "You belong to no group yet, so only your private and global memories exist for you."
-        return memory_guide(link.ai_id, groups, task)
+        return memory_guide(link.ai_id, groups, task, offered)
 
     return server
 
@@ -249,6 +291,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--timeout", type=float, default=float(env("RECALL_TIMEOUT", "5")), help="seconds per hub request [5]"
     )
+    parser.add_argument(
+        "--tools",
+        default=env("RECALL_MCP_TOOLS", "core"),
+        help="which tools to offer: 'core' (" + ", ".join(PROFILES["core"]) + "), 'all', or tool names and "
+        "profiles separated by commas, e.g. core,traverse_graph [RECALL_MCP_TOOLS, default core]",
+    )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="serve without first checking the identity and credentials against NATS and the hub",
+    )
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", default=env("RECALL_MCP_HOST", "127.0.0.1"), help="HTTP bind address [127.0.0.1]")
     parser.add_argument(
@@ -266,20 +319,49 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+async def check_setup(link: HubLink) -> str | None:
+    """Ask the hub who we are, once, before serving: a configuration mistake (credentials NATS refuses
+    or that belong to another identity, an unreadable creds file) is returned as a message to exit
+    with; an outage (NATS or the hub not up yet) is only logged, since the sidecar serves through it."""
+    try:
+        groups = (await link.call("list_groups", ListGroups(), GroupList)).groups
+    except (Unauthorized, InvalidRequest) as exc:
+        return exc.message
+    except RecallError as exc:
+        log.warning("could not check the setup: %s (serving anyway; tools report it until it is back)", exc.message)
+    else:
+        log.info("checked: the hub answers %s, a member of %d group(s)", link.ai_id, len(groups))
+    finally:
+        await link.close()
+    return None
+
+
+def _link(args: argparse.Namespace, timeout: float, retries: int = 2) -> HubLink:
+    return HubLink(
+        args.ai_id, args.nats, creds=args.creds, user=args.user, password=args.password, timeout=timeout,
+        retries=retries, connect_timeout=min(timeout, 3.0),
+    )  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if not args.ai_id:
         print("recall-mcp: give the agent's AI id with --ai-id or RECALL_AI_ID", file=sys.stderr)
         return 2
     try:
-        link = HubLink(
-            args.ai_id, args.nats, creds=args.creds, user=args.user, password=args.password, timeout=args.timeout
-        )
+        server = build_server(_link(args, args.timeout), tools=args.tools, log_level=args.log_level)
     except InvalidRequest as exc:
         print(f"recall-mcp: {exc.message}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        print(f"recall-mcp: --tools: {exc}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
-    server = build_server(link, log_level=args.log_level)
+    if not args.no_check:
+        problem = asyncio.run(check_setup(_link(args, min(args.timeout, CHECK_TIMEOUT_S), retries=0)))
+        if problem is not None:
+            print(f"recall-mcp: {problem}", file=sys.stderr)
+            return 2
     where = f"http://{args.host}:{args.port}{args.path}" if args.http else "stdio"
     print(f"recall-mcp {_version()}: {args.ai_id} via {args.nats}, serving MCP on {where}", file=sys.stderr)
     try:

@@ -13,6 +13,7 @@ To add a tool for a new operation: add its line to ``OPERATIONS`` (the hub and c
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import logging
 import time
@@ -22,12 +23,15 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
-from recall_schemas import OPERATIONS, ContextBlock, ErrorCode, RecallError
+from recall_schemas import OPERATIONS, ContextBlock, ErrorCode, InvalidRequest, RecallError, describe_validation
 from recall_schemas.coordination import HandoffBrief
 
 from .link import HubLink
+from .schema import compact, strict_input
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +130,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_bead",
         "Remember something",
-        "Store one memory (a 'bead') in the shared Nexus Recall hub, authored by you. Store what should "
-        "outlive this conversation: decisions with their reasons, findings, facts, observations, TODOs, "
-        "handoff notes, summaries. One idea per bead: a specific, searchable title and the details in "
-        "content. Search first (search_beads) so you do not store a duplicate; to revise a memory use "
-        "update_bead, or create the new version and link it with add_relationship(rel_type='UPDATES'). "
-        "Share with your team by visibility='group' and a group_id from list_groups. Never store secrets "
-        "or credentials. Returns the stored bead and its bead_id. Limits: title 512 characters, content "
-        "256 KiB, 32 tags.",
+        "Use when you learn something that should outlive this conversation: a decision and its reason, a "
+        "finding, a fact, a todo, a handoff note. One idea per bead: a specific, searchable title, details "
+        "in content. Search first to avoid a duplicate; to revise a memory use update_bead. Share with "
+        "visibility='group' and a group_id (list_groups). Never store secrets. Returns the bead and its id.",
         params={
             "title": "Short, specific, searchable summary, e.g. 'Payments retry: 3 tries with 2^n s backoff'.",
             "content": "The memory in full: details, reasons, evidence, commands, links. Plain text or Markdown.",
@@ -159,19 +159,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_bead",
         "Read a memory",
-        "Read one memory in full by its bead_id. A bead you may not see is reported as not found, exactly "
-        "like one that does not exist.",
+        "Use when you have a bead_id and need the whole memory. A bead you may not see is reported as not "
+        "found, exactly like one that does not exist.",
         params={"bead_id": BEAD_ID},
         read_only=True,
     ),
     ToolSpec(
         "update_bead",
         "Change a memory",
-        "Change fields of an existing bead in place; fields left out of `updates` stay as they are. Only "
-        "the bead's creator (or the ops of its group) may change it. Use it to correct or extend a memory, "
-        "retire it (status='archived': still readable, ranks lower) or share it (visibility='group' with a "
-        "group_id). When a decision is replaced rather than corrected, prefer create_bead plus "
-        "add_relationship(rel_type='UPDATES') so the history stays.",
+        "Use to correct, extend, retire (status='archived') or share (visibility='group') a memory you "
+        "created or whose group you are ops of; fields left out of `updates` stay as they are. When a "
+        "decision is replaced rather than corrected, create the new bead and link it UPDATES the old one.",
         params={
             "bead_id": BEAD_ID,
             "updates": "Object with only the fields to change: title, content, bead_type, importance, tags "
@@ -195,12 +193,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "search_beads",
         "Search memory",
-        "Find memories by meaning and keywords, best first, among everything you may see: your private "
-        "beads, your groups' beads and global ones. Use it before starting a task, before storing a bead "
-        "(to avoid duplicates), and whenever you need what the team already knows. Hybrid by default: "
-        "keyword and semantic rankings fused, with bounded importance/recency/provenance priors. Each hit "
-        "carries the full bead, a score and how it was ranked. To load context into your prompt within a "
-        "token budget, `context` is cheaper; to follow causes and consequences, use `why`.",
+        "Use before a task or before storing a bead, when you need individual memories with their scores: "
+        "finds what you may see (private, your groups', global) by meaning and keywords, best first, each "
+        "hit with the full bead and how it was ranked. For a ready-to-read block within a token budget use "
+        "`context`; for causes and consequences, `why`.",
         params={
             "query": "What you are looking for, in natural language or keywords (ids and error strings work "
             "best with mode='keyword').",
@@ -217,10 +213,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "context",
         "Memory context for a task",
-        "The most relevant memory for a query, rendered as one ready-to-read text block that fits a token "
-        "budget — the cheapest way to load what the team knows before acting. Each entry shows its type, "
-        "provenance, importance, date, author and bead_id. Prefer search_beads when you need scores or "
-        "want to act on individual beads.",
+        "Use at the start of a task to load what the team knows: the most relevant memory for a query as "
+        "one text block within a token budget, each entry with its type, date, author and bead_id. Use "
+        "search_beads instead when you need scores or want to act on individual beads.",
         params={
             "query": "The task or question the context is for.",
             "max_tokens": "Token budget of the whole block (16–200000; default 1000).",
@@ -234,10 +229,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "why",
         "Explain the background",
-        "Answer 'why did we…', 'what led to…', 'what happened after…': finds the beads closest in meaning "
-        "to the query (the seeds), then follows typed relationships up to `hops` steps and returns the "
-        "connected subgraph — decisions, causes and follow-ups that a similarity search alone misses. "
-        "Each node has its depth (hops from the nearest seed); edges carry their type.",
+        "Use for 'why did we…', 'what led to…', 'what happened after…': the beads closest to the query, "
+        "then the typed relationships around them up to `hops` steps — causes, decisions and follow-ups "
+        "a similarity search alone misses. Nodes carry their depth, edges their type.",
         params={
             "query": "The topic or question to explain.",
             "hops": "How many relationship steps to follow from the seeds (0–4; default 2).",
@@ -300,11 +294,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "add_relationship",
         "Link two memories",
-        "Link two beads with a typed, directed edge from_id → to_id: FOLLOWS_FROM (from came after, or "
-        "because of, to), RELATED_TO (both are about the same thing), UPDATES (from supersedes to; to is "
-        "demoted in search but kept for history), PART_OF (from is a piece of to, e.g. a finding of an "
-        "investigation). You must be able to see both beads. The hub already links a new bead FOLLOWS_FROM "
-        "the previous bead of its session and RELATED_TO its most similar beads.",
+        "Use to connect two beads you can see with a directed edge from_id → to_id: FOLLOWS_FROM (came "
+        "after or because of), RELATED_TO (same subject), UPDATES (supersedes; the old one ranks lower), "
+        "PART_OF (a piece of). The hub already links a session's beads in order and similar beads.",
         params={
             "from_id": "The bead the edge starts at. " + BEAD_ID,
             "to_id": "The bead the edge points to; must differ from from_id.",
@@ -344,10 +336,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "deduplicate_beads",
         "Find or merge duplicates",
-        "Find clusters of duplicate memories among the active beads you may see: exact (same content) and, "
-        "with similarity_threshold, near-duplicates. Review first with merge=false (the default). With "
-        "merge=true each cluster keeps its oldest bead, records every author on it (corroborated_by) and "
-        "archives the others as superseded by it (only those you may change).",
+        "Use to find clusters of duplicate memories you may see: exact, and with similarity_threshold "
+        "near-duplicates. Review with merge=false (default); merge=true keeps each cluster's oldest bead, "
+        "records every author on it and archives the others you may change.",
         params={
             "bead_id": "Only the cluster of this bead.",
             "group_id": "Only beads of this group.",
@@ -382,8 +373,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "list_groups",
         "My groups",
-        "The groups you belong to, with their members and roles. Start here to find the group_id to share "
-        "memories with (visibility='group').",
+        "Use to find the group_id to share memories with (visibility='group'): the groups you belong to, "
+        "with their members and roles.",
         read_only=True,
     ),
     ToolSpec(
@@ -484,10 +475,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "transfer_ops",
         "Hand over the ops role",
-        "Hand your ops (coordinator) role in a group to another member, in one atomic step: the role moves, "
-        "a handoff bead with your context summary is stored and linked to the beads it covers, and your "
-        "working state goes along. The new ops is notified and should call handoff_brief and "
-        "acknowledge_handoff. Only the group's current ops may do this, for itself.",
+        "Use when you, the group's ops, hand your role to another member: in one atomic step the role "
+        "moves, a handoff bead with your context summary is stored and linked, and your working state goes "
+        "along. The new ops is notified and should call handoff_brief, then acknowledge_handoff.",
         params={
             "group_id": GROUP_ID,
             "to_agent": "The current member (AI id) who becomes the ops.",
@@ -520,10 +510,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "learn",
         "Remember a key-value note",
-        "Store a value under a key in your private key-value memory, e.g. 'build.command' = 'make test'; "
-        "learning a key again replaces its value. Exact and cheap, for things you will look up by name "
-        "(recall). Memories others should find by meaning belong in create_bead; promote_to_bead turns a key "
-        "into a bead.",
+        "Use for a fact you will look up by exact name later (recall): stores a value under a key in your "
+        "private key-value memory, e.g. 'build.command' = 'make test'; learning a key again replaces it. "
+        "What others should find by meaning belongs in create_bead.",
         params={
             "key": "The name to file it under (at most 256 characters, not starting with whitespace).",
             "value": "The value (at most 64 KiB).",
@@ -534,8 +523,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "recall",
         "Look up a key-value note",
-        "The value you learnt under a key (exact key); not_found if nothing was learnt under it. For a "
-        "search by words over keys, values and beads at once, use unified_recall.",
+        "Use to look up a value you stored with learn, by its exact key; not_found if nothing was learnt "
+        "under it. To search keys, values and beads by words, use unified_recall.",
         params={
             "key": "The exact key used with learn.",
             "max_length": "Optional: truncate the value to this many characters.",
@@ -591,15 +580,38 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 EXCLUDED_OPERATIONS: frozenset[str] = frozenset()
 """Hub operations deliberately not offered as tools (none today)."""
 
+PROFILES: dict[str, tuple[str, ...]] = {
+    "core": (
+        "search_beads", "context", "why", "create_bead", "update_bead", "get_bead", "learn", "recall",
+        "list_groups",
+    ),
+}
+"""Named tool selections; ``all`` is every tool. ``core`` is what an agent uses every turn."""
 
-def tool_specs() -> list[ToolSpec]:
-    """The specs of every tool: the hand-written ones, then a generated one for each other operation."""
+
+def tool_specs(selection: str = "all") -> list[ToolSpec]:
+    """The specs of the tools ``selection`` names: ``all``, a profile of :data:`PROFILES`, or tool names
+    and profiles separated by commas (``core,traverse_graph``). Raises ``ValueError`` naming an unknown
+    part and the closest valid one."""
     specs = list(TOOL_SPECS)
     covered = {spec.operation for spec in specs} | EXCLUDED_OPERATIONS
     for name, op in OPERATIONS.items():
         if name not in covered:
             specs.append(ToolSpec(name, op.summary, f"{op.summary}."))
-    return specs
+    wanted: set[str] = set()
+    for part in (p.strip() for p in selection.split(",")):
+        if part == "all":
+            wanted.update(spec.name for spec in specs)
+        elif part in PROFILES:
+            wanted.update(PROFILES[part])
+        elif part in {spec.name for spec in specs}:
+            wanted.add(part)
+        else:
+            choices = ["all", *PROFILES, *(spec.name for spec in specs)]
+            close = difflib.get_close_matches(part, choices, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; choose from: {', '.join(choices)}"
+            raise ValueError(f"unknown tool or profile '{part}'{hint}")
+    return [spec for spec in specs if spec.name in wanted]
 
 
 # --- errors ------------------------------------------------------------------------------------------
@@ -608,22 +620,16 @@ _HINTS: dict[ErrorCode, str] = {
     ErrorCode.NOT_FOUND: " (it does not exist, or you may not see it)",
     ErrorCode.UNAVAILABLE: " — the Nexus Recall hub cannot be reached right now; retry in a few seconds",
     ErrorCode.TIMEOUT: " — the Nexus Recall hub did not answer in time; retry in a few seconds",
+    ErrorCode.UNAUTHORIZED: " — the memory sidecar is misconfigured (credentials or AI id); retrying will not "
+    "help, tell the user",
     ErrorCode.INTERNAL: " (a fault in the hub, not in your request)",
 }
 
 
 def describe_error(exc: RecallError) -> str:
-    """One line for the LLM: the error code, the hub's message and what it means."""
-    return f"{exc.code.value}: {exc.message}{_HINTS.get(exc.code, '')}"
-
-
-def describe_validation(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"])
-        message = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "invalid: " + "; ".join(parts)
+    """One line per problem for the LLM: the error code, the hub's message and what it means."""
+    hint = _HINTS.get(exc.code, "")
+    return "\n".join(f"{exc.code.value}: {line}{hint}" for line in exc.message.splitlines() or [""])
 
 
 # --- derivation --------------------------------------------------------------------------------------
@@ -657,30 +663,47 @@ def _same(value: Any, default: Any) -> bool:
 
 
 def given(arguments: Mapping[str, Any], request: type[BaseModel]) -> dict[str, Any]:
-    """The arguments the caller gave, as far as can be told: the SDK fills every default in, and the hub
-    reads some requests by which fields are set (``exclude_unset``: "replace the fields given, keep the
-    others"), so an argument equal to its default is left unset, exactly as if it had been left out."""
+    """The arguments that say something: one equal to its field's default (an explicit null for an
+    optional field, say) is left unset, exactly as if it had been left out — the hub reads some
+    requests by which fields are set (``exclude_unset``: "replace the fields given, keep the others")."""
     out: dict[str, Any] = {}
     for name, value in arguments.items():
-        info = request.model_fields[name]
-        if not info.is_required() and _same(value, info.get_default(call_default_factory=True)):
+        info = request.model_fields.get(name)
+        if info is not None and not info.is_required() and _same(value, info.get_default(call_default_factory=True)):
             continue
         out[name] = value
     return out
 
 
-def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
-    """An async function with the request model's signature that forwards one call to the hub."""
+class _ArgumentsAsSent(FuncMetadata):
+    """Hands a tool its arguments as the caller sent them (lists and objects sent as JSON text decoded,
+    as the SDK does), so the tool checks them against the request model itself: the SDK's own check
+    would drop a misspelled argument silently and report a bad one as a multi-line pydantic dump."""
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        return self.pre_parse_json(arguments_to_validate)
+
+
+def build_tool(spec: ToolSpec, link: HubLink) -> Tool:
+    """The MCP tool for ``spec``: its input schema is the request model's (minus the fields the sidecar
+    fills), compact and closed to unknown arguments; a call is checked against the request model — an
+    unknown argument is refused naming the closest valid one, each bad value gets one line — and
+    forwarded to the hub as one request."""
     operation = OPERATIONS[spec.operation]
     request_model, reply_model = operation.request, operation.reply
     render = spec.render or (lambda reply: reply.model_dump_json(exclude_none=True))
 
     async def tool(**arguments: Any) -> CallToolResult:
+        set_by_sidecar = sorted(set(arguments) & set(spec.hidden))
+        if set_by_sidecar:
+            lines = (f"invalid: {name}: set by the sidecar, not an argument" for name in set_by_sidecar)
+            raise ToolError("\n".join(lines))
         fields = {**given(arguments, request_model), **{name: fill(link) for name, fill in spec.hidden.items()}}
         try:
             request = request_model.model_validate(fields)
         except ValidationError as exc:
-            raise ToolError(describe_validation(exc)) from None
+            message = describe_validation(exc, request_model, hidden=spec.hidden)
+            raise ToolError(describe_error(InvalidRequest(message))) from None
         started = time.perf_counter()
         try:
             reply = await link.call(operation.name, request, reply_model)
@@ -694,12 +717,31 @@ def make_tool(spec: ToolSpec, link: HubLink) -> Callable[..., Any]:
         )
 
     tool.__name__ = tool.__qualname__ = spec.name
-    tool.__doc__ = spec.description
     signature = inspect.Signature(
         parameters(spec, request_model), return_annotation=_Annotated[CallToolResult, reply_model]
     )
     setattr(tool, "__signature__", signature)  # noqa: B010 - read by inspect.signature, i.e. by the SDK
-    return tool
+    derived = Tool.from_function(
+        tool,
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        annotations=tool_annotations(spec),
+        structured_output=True,
+    )
+    metadata = derived.fn_metadata
+    output_schema = metadata.output_schema
+    return derived.model_copy(
+        update={
+            "parameters": strict_input(derived.parameters),
+            "fn_metadata": _ArgumentsAsSent(
+                arg_model=metadata.arg_model,
+                output_schema=compact(output_schema, structure_only=True) if output_schema else None,
+                output_model=metadata.output_model,
+                wrap_output=metadata.wrap_output,
+            ),
+        }
+    )
 
 
 def tool_annotations(spec: ToolSpec) -> ToolAnnotations:

@@ -50,6 +50,7 @@ from recall_schemas import (
     Subgraph,
     Unavailable,
     WhyResult,
+    describe_validation,
 )
 from recall_schemas.coordination import ChangeBatch, Notification, UnifiedRecallResult
 from recall_schemas.ids import AI_ID_PATTERN
@@ -76,16 +77,9 @@ ERROR_STATUS = {
     "too_large": "413",
     "unavailable": "503",
     "timeout": "504",
+    "unauthorized": "401",
     "internal": "500",
 }
-
-
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
 
 
 def caller_token(subject: str) -> str:
@@ -118,20 +112,18 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes, max_rep
     """
     caller = caller_token(subject)
     if len(payload) > ctx.settings.max_payload_bytes:
-        raise PayloadTooLarge(
-            f"payload of {len(payload)} bytes exceeds the limit of {ctx.settings.max_payload_bytes}"
-        )
+        raise PayloadTooLarge(f"payload of {len(payload)} bytes exceeds the limit of {ctx.settings.max_payload_bytes}")
     operation = OPERATIONS[op]
     request = None
     try:
         try:
             request = operation.request.model_validate_json(payload or b"{}")
         except ValidationError as exc:
-            raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
+            raise InvalidRequest(describe_validation(exc, operation.request), {"op": op}) from exc
         try:
             reply = await dispatch(ctx, caller, op, request)
         except ValidationError as exc:  # a model a handler builds from the request (e.g. promote_to_bead)
-            raise InvalidRequest(_validation_message(exc), {"op": op}) from exc
+            raise InvalidRequest(describe_validation(exc), {"op": op}) from exc
         if max_reply_bytes is None:
             body = reply.model_dump_json().encode()
         else:
@@ -197,9 +189,7 @@ def _cut_graph(graph: Subgraph, n: int) -> Subgraph:
 def _cut_why(op: str, reply: WhyResult, n: int) -> WhyResult:
     graph = _cut_graph(reply.graph, n)
     kept = {node.bead.bead_id for node in graph.nodes}
-    return reply.model_copy(
-        update={"graph": graph, "seeds": [s for s in reply.seeds if s in kept], "truncated": True}
-    )
+    return reply.model_copy(update={"graph": graph, "seeds": [s for s in reply.seeds if s in kept], "truncated": True})
 
 
 def _cut_context(op: str, reply: ContextBlock, n: int) -> ContextBlock:
@@ -527,8 +517,12 @@ class HubService:
             started = time.perf_counter_ns()
             endpoint = self.endpoints[op]
             if self._private_inboxes and not reply_inbox_ok(request.subject, request._msg.reply):
-                log.warning("dropped %s on %s: reply subject %r is not the caller's inbox", op, request.subject,
-                            request._msg.reply)
+                log.warning(
+                    "dropped %s on %s: reply subject %r is not the caller's inbox",
+                    op,
+                    request.subject,
+                    request._msg.reply,
+                )
                 endpoint.record(started, "dropped: the reply subject is not the caller's inbox")
                 return
             size = len(request.data)
@@ -565,8 +559,12 @@ class HubService:
                 if index_seq_key(after) > index_seq_key(self.ctx.keywords.applied):
                     await self.ctx.keywords.catch_up(after[:64])
         except TimeoutError:
-            log.warning("keyword index still behind %s after %.1f s; answering from %s",
-                        after[:64], self.ctx.settings.index_wait_s, self.ctx.keywords.applied)
+            log.warning(
+                "keyword index still behind %s after %.1f s; answering from %s",
+                after[:64],
+                self.ctx.settings.index_wait_s,
+                self.ctx.keywords.applied,
+            )
 
     def _check_deadline(self, deadline: int | None, stage: str) -> None:
         """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
@@ -580,7 +578,13 @@ class HubService:
             )
 
     async def _serve(
-        self, op: str, request: Request, started: int, caller: str, admitted: _Caller, size: int,
+        self,
+        op: str,
+        request: Request,
+        started: int,
+        caller: str,
+        admitted: _Caller,
+        size: int,
         deadline: int | None,
     ) -> None:
         error: str | None = None

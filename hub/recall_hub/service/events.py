@@ -52,7 +52,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from pydantic import ValidationError
-from recall_schemas import RecallError, Unavailable
+from recall_schemas import RecallError, Unavailable, describe_validation
 from recall_schemas.events import EVENT_ADAPTER, EVENT_KINDS, DeadLetter, Event
 from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN
 from recall_schemas.subjects import (
@@ -162,15 +162,6 @@ def dead_letter(
     )
 
 
-def _validation_message(exc: ValidationError) -> str:
-    """The first errors, without the input values (which can be anything the publisher sent)."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False)[:5]:
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}"[:300])
-    return "; ".join(parts)
-
-
 class _Dead(Exception):
     """The event can never apply."""
 
@@ -277,7 +268,7 @@ class EventConsumer:
             await self._dead(msg, data, publisher, event_id, exc.code.value, exc.message)
             return
         except ValidationError as exc:  # a model a handler builds from the event
-            await self._dead(msg, data, publisher, event_id, "invalid", _validation_message(exc))
+            await self._dead(msg, data, publisher, event_id, "invalid", describe_validation(exc, show_input=False))
             return
         except ValueError as exc:
             await self._dead(msg, data, publisher, event_id, "invalid", str(exc)[:MAX_REASON])
@@ -313,7 +304,7 @@ class EventConsumer:
         try:
             event = EVENT_ADAPTER.validate_json(data)
         except ValidationError as exc:
-            raise _Dead("invalid", _validation_message(exc)) from None
+            raise _Dead("invalid", describe_validation(exc, show_input=False)) from None
         if event.kind != kind:
             raise _Dead("invalid", f"subject says {kind!r} but the payload is {event.kind!r}")
         return _Parsed(publisher, kind, event)
@@ -359,8 +350,14 @@ class EventConsumer:
         deliveries = self._deliveries(msg)
         kind = ".".join(msg.subject.split(".")[4:])
         letter = dead_letter(
-            msg.subject, data, publisher=publisher, event_id=event_id, code=code, reason=reason,
-            deliveries=deliveries, excerpt_bytes=self.settings.dead_letter_excerpt_bytes,
+            msg.subject,
+            data,
+            publisher=publisher,
+            event_id=event_id,
+            code=code,
+            reason=reason,
+            deliveries=deliveries,
+            excerpt_bytes=self.settings.dead_letter_excerpt_bytes,
         )
         body = letter.model_dump_json().encode()
         log.warning("event %.200s dead-lettered: %.300s (%s)", msg.subject, letter.reason, code)
@@ -370,7 +367,8 @@ class EventConsumer:
         try:
             await self.js.publish(
                 dead_letter_subject(kind.replace(".", "_") if kind in EVENT_KINDS else "unknown"),
-                body, headers=headers,
+                body,
+                headers=headers,
             )
         except Exception as exc:
             if deliveries < self.settings.event_max_deliveries:
@@ -409,7 +407,8 @@ class EventConsumer:
 
         def settled() -> list[str]:
             return [
-                outcome for who, eid, outcome in self.outcomes
+                outcome
+                for who, eid, outcome in self.outcomes
                 if eid == event_id and (publisher is None or who == publisher)
             ]
 

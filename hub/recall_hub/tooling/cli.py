@@ -18,6 +18,7 @@ from recall_hub.tooling.stack import (
     EmbeddedStack,
     StackError,
     default_data_dir,
+    holds_data,
 )
 
 if TYPE_CHECKING:
@@ -93,9 +94,10 @@ async def _up(args: argparse.Namespace) -> int:
         except AuthError as exc:
             print(f"recall up --secure: {exc}", file=sys.stderr)
             return 1
+    earlier = holds_data(data_dir) and not args.fresh
     stack = EmbeddedStack(
         data_dir, nats_port=args.nats_port, redis_port=args.redis_port,
-        nats_config=bundle.server_config if bundle else None, **_durability(args),
+        nats_config=bundle.server_config if bundle else None, fresh=args.fresh, **_durability(args),
     )
     try:
         stack.start()
@@ -110,6 +112,11 @@ async def _up(args: argparse.Namespace) -> int:
         stop = _stop_event()
         async with running_hub(settings):
             print(f"Nexus Recall is up (data in {data_dir})")
+            if earlier:
+                print("  data      kept from earlier runs: searches find their beads too "
+                      "(start empty: recall up --fresh, or make demo FRESH=1)")
+            elif args.fresh:
+                print("  data      started empty (--fresh; credentials in auth/ kept)")
             print(f"  NATS      {stack.nats_url}   (JetStream on)")
             print(f"  FalkorDB  {stack.redis_url}  (redis-server 8 + FalkorDB, AOF on)")
             print(f"  durable   Redis appendfsync {stack.redis_appendfsync}, JetStream sync {stack.jetstream_sync}"
@@ -390,6 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--redis-port", type=int, default=6379)
     up.add_argument("--demo", action="store_true", help="run the demo once the stack is up")
+    up.add_argument("--fresh", action="store_true",
+                    help="start empty: delete the data of earlier runs in --data-dir first (credentials are kept)")
     up.add_argument("--secure", action="store_true",
                     help="NATS auth on: run nats-server with the `recall auth init` config, the hub with its creds")
     up.add_argument("--auth-dir", help="where `recall auth init` wrote (default <data-dir>/auth)")

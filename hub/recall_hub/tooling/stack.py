@@ -115,6 +115,15 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
         client.close()
 
 
+STORES = ("nats", "redis")
+"""The data directory's stores (JetStream; Redis with FalkorDB); ``auth/`` and ``logs/`` sit beside them."""
+
+
+def holds_data(data_dir: Path) -> bool:
+    """Whether an earlier run left stored data in ``data_dir``."""
+    return any(path.is_file() for store in STORES for path in (data_dir / store).rglob("*"))
+
+
 @dataclass
 class EmbeddedStack:
     data_dir: Path
@@ -129,6 +138,8 @@ class EmbeddedStack:
     """JetStream ``sync_interval``: ``always`` or a duration such as ``500ms``, ``1s``, ``2m``."""
     monitor_port: int | None = None
     """nats-server's HTTP monitoring port (``/varz`` shows the JetStream sync policy); None: off."""
+    fresh: bool = False
+    """Start empty: delete the stores of earlier runs (graph, vectors, streams) first; ``auth/`` is kept."""
     _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
     _lock: IO[str] | None = None
@@ -148,6 +159,9 @@ class EmbeddedStack:
             raise StackError(f"jetstream_sync: 'always' or a duration like 1s or 2m, not {self.jetstream_sync!r}")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
+        if self.fresh:
+            for store in STORES:
+                shutil.rmtree(self.data_dir / store, ignore_errors=True)
         self.nats_port = self.nats_port or free_port(self.host)
         self.redis_port = self.redis_port or free_port(self.host)
         (self.data_dir / "nats").mkdir(exist_ok=True)
