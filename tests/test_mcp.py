@@ -28,6 +28,7 @@ from conftest import new_ai
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_types import CallToolResult, TextContent, TextResourceContents
+from recall_client import RecallClient
 from recall_client.mcp import HubLink, build_server
 from recall_client.mcp.tools import EXCLUDED_OPERATIONS, PROFILES, TOOL_SPECS
 from recall_hub.config import HubSettings
@@ -397,6 +398,22 @@ async def test_a_hub_outage_is_a_clear_error_and_the_sidecar_recovers(settings: 
                     return result.structured_content or {}
 
                 assert (await eventually(served))["bead_id"] == bead["bead_id"]
+
+
+async def test_closing_a_client_whose_nats_is_gone_stops_its_reconnecting(tmp_path: Path) -> None:
+    """A connection that lost NATS keeps reconnecting forever unless closed; nats-py refuses to drain it, and
+    close() must not leave it behind (a sidecar drops such connections whenever it reconnects)."""
+    port = free_port()
+    with nats_server(port, tmp_path / "js"):
+        client = await RecallClient(new_ai(), f"nats://127.0.0.1:{port}").connect()
+        nc = client.nc
+
+    async def reconnecting() -> None:
+        assert nc.is_reconnecting or not nc.is_connected
+
+    await eventually(reconnecting)
+    await client.close()
+    assert nc.is_closed
 
 
 # --- the binary ---------------------------------------------------------------------------------------------

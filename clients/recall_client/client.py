@@ -275,9 +275,17 @@ class RecallClient:
             raise Unavailable(f"cannot connect to NATS at {self.nats_url}: {exc}") from exc
 
     async def close(self) -> None:
-        if self._nc is not None and self._owns_nc:
-            await self._nc.drain()
-        self._nc = None
+        """Drain the connection, or, when it is down (nats-py refuses to drain a reconnecting one), close it:
+        a connection left reconnecting would retry forever."""
+        nc, self._nc = self._nc, None
+        if nc is None or not self._owns_nc:
+            return
+        try:
+            if nc.is_connected:
+                await nc.drain()
+        finally:
+            if not nc.is_closed:
+                await nc.close()
 
     async def __aenter__(self) -> RecallClient:
         return await self.connect()

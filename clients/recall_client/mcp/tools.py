@@ -182,9 +182,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "delete_bead",
         "Delete a memory",
-        "Delete a bead and its relationships for good. Only its creator (or the ops of its group) may. This "
-        "cannot be undone: to retire a memory that may still explain history, prefer "
-        "update_bead(updates={'status': 'archived'}).",
+        "Use only to remove a memory for good (with its relationships); only its creator or the group's ops "
+        "may, and it cannot be undone. To retire a memory that may still explain history, archive it with "
+        "update_bead instead.",
         params={"bead_id": BEAD_ID},
         destructive=True,
         idempotent=True,
@@ -245,8 +245,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "find_similar",
         "Similar memories",
-        "Beads whose meaning is close to a given bead, most similar first (cosine similarity at least "
-        "`threshold`). Use it to spot duplicates or related work before creating, merging or linking.",
+        "Use before creating, merging or linking, to spot duplicates or related work: the beads whose meaning"
+        " is closest to a given bead (cosine similarity at least `threshold`), most similar first.",
         params={
             "bead_id": BEAD_ID,
             "threshold": "Minimum cosine similarity, -1 to 1 (default 0.7; 0.9 or more means near-duplicate).",
@@ -258,8 +258,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_recent",
         "Recent memories",
-        "The most recently created memories you may see, newest first: a quick 'what happened lately' "
-        "across your private, group and global beads.",
+        "Use for a quick 'what happened lately': the most recently created memories you may see (private, "
+        "group and global), newest first.",
         params={
             "limit": "Maximum beads (1–500; default 10).",
             "since": "Optional ISO 8601 time: only beads created at or after it.",
@@ -269,24 +269,24 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_by_session",
         "Memories of a session",
-        "Every bead of one work session that you may see, oldest first: replay a session to resume work "
-        "or to prepare a handoff.",
+        "Use to replay one work session, to resume work or prepare a handoff: every bead of it you may see, "
+        "oldest first.",
         params={"session_id": SESSION_ID, "limit": LIMIT + " Default 100."},
         read_only=True,
     ),
     ToolSpec(
         "get_by_group",
         "Memories of a group",
-        "The beads of one of your groups, newest first. Only members may list a group; to anyone else it "
-        "does not exist.",
+        "Use to list one of your groups' memories, newest first. Only members may list a group; to anyone "
+        "else it does not exist.",
         params={"group_id": GROUP_ID, "limit": LIMIT + " Default 100."},
         read_only=True,
     ),
     ToolSpec(
         "get_by_tag",
         "Memories with a tag",
-        "The beads you may see that carry a tag, newest first: everything filed under one label. To combine "
-        "tags with a query, use search_beads with filters.tags.",
+        "Use to list everything filed under one label: the beads you may see with a tag, newest first. To "
+        "combine tags with a query, use search_beads with filters.tags.",
         params={"tag": "The tag, exactly as stored (case-sensitive).", "limit": LIMIT + " Default 100."},
         read_only=True,
     ),
@@ -309,7 +309,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_relationships",
         "Links of a memory",
-        "The edges of one bead — type, direction, properties, who linked them and when — limited to beads you may see.",
+        "Use to see how one bead is linked: its edges — type, direction, properties, who linked them and when"
+        " — to beads you may see.",
         params={
             "bead_id": BEAD_ID,
             "rel_type": "Only edges of this type (FOLLOWS_FROM, RELATED_TO, UPDATES, PART_OF); default all.",
@@ -320,9 +321,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "traverse_graph",
         "Walk the memory graph",
-        "Walk the relationship graph breadth-first from one bead and return the beads reached (each with "
-        "its depth) and the edges between them. The walk never passes through a bead you may not see. Use "
-        "`why` instead when you start from a question rather than a bead.",
+        "Use when you start from a bead (not a question) and want what is connected to it: a breadth-first "
+        "walk returning the beads reached, with their depth, and the edges between them; it never passes "
+        "through a bead you may not see.",
         params={
             "start_id": "The bead to start from. " + BEAD_ID,
             "max_depth": "Maximum hops from the start (1–6; default 3).",
@@ -351,17 +352,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "rank_by_importance",
         "Rank memories by importance",
-        "Order the given beads by importance, highest first (newest first on ties). Beads you may not see "
-        "are left out.",
+        "Use to order a list of beads by importance, highest first (newest first on ties); beads you may not "
+        "see are left out.",
         params={"bead_ids": "Ids of the beads to rank (1–500)."},
         read_only=True,
     ),
     ToolSpec(
         "decay_old_memories",
         "Archive stale memories",
-        "Archive (never delete) the active beads you may change that nobody read or changed for "
-        "threshold_days. Run with dry_run=true first to see what would be archived. Archived beads stay "
-        "readable and searchable but rank lower.",
+        "Use to tidy up: archives (never deletes) the active beads you may change that nobody read or changed"
+        " for threshold_days. Run with dry_run=true first; archived beads stay readable but rank lower.",
         params={
             "threshold_days": "Days without a read or change (default 90).",
             "dry_run": "Only report what would be archived.",
@@ -380,14 +380,15 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "list_members",
         "Members of a group",
-        "One of your groups and its members with their roles (ops or agent). Members only.",
+        "Use to see who is in one of your groups and their roles (ops or agent). Members only.",
         params={"group_id": GROUP_ID},
         read_only=True,
     ),
     ToolSpec(
         "create_group",
         "Create a group",
-        "Create a group; you become its ops (coordinator). Then add_member the agents who should share its memory.",
+        "Use to start a team that shares memory: creates a group with you as its ops (coordinator); then "
+        "add_member the agents.",
         params={
             "name": "Human-readable name, e.g. 'payments team'.",
             "group_id": "Optional id to give it, 'g_…'; default a fresh one.",
@@ -396,8 +397,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "add_member",
         "Add a group member",
-        "Add an AI to a group you are ops of. From then on they see the group's beads. Also changes the "
-        "role of an existing member.",
+        "Use, as a group's ops, to give an AI access to the group's beads, or to change a member's role.",
         params={
             "group_id": GROUP_ID,
             "ai_id": "The AI id to add: 'a_…' for an agent, 'o_…' for an ops.",
@@ -408,7 +408,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "remove_member",
         "Remove a group member",
-        "Remove an AI from a group you are ops of. They lose access to the group's beads at once.",
+        "Use, as a group's ops, to take an AI out of the group; it loses access to the group's beads at once.",
         params={"group_id": GROUP_ID, "ai_id": "The AI id to remove."},
         destructive=True,
         idempotent=True,
@@ -417,17 +417,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_session",
         "Session info",
-        "A work session's owner, group, state (active, ended or migrated) and, once migrated, its successor. "
-        "Visible to its owner and to members of its group.",
+        "Use to learn a work session's owner, group and state (active, ended or migrated, with its "
+        "successor). Visible to its owner and its group's members.",
         params={"session_id": SESSION_ID},
         read_only=True,
     ),
     ToolSpec(
         "migrate_session_with_memories",
         "Move a session's memories",
-        "Move every bead of one of your sessions to another session of yours in one atomic step, e.g. when "
-        "you resume work under a new session id. Beads keep their ids and links (the FOLLOWS_FROM chain "
-        "stays whole); the old session is marked migrated.",
+        "Use when you resume work under a new session id: moves every bead of one of your sessions to another"
+        " of yours in one atomic step, keeping ids and links; the old session is marked migrated.",
         params={
             "old_session_id": "The session whose beads move. " + SESSION_ID,
             "new_session_id": "The session they move to; yours, or new (it becomes yours).",
@@ -436,7 +435,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "check_session",
         "Check a session",
-        "Integrity check of a session and its memories: beads whose session, group or author is missing or "
+        "Use when a session's memory looks wrong: reports beads whose session, group or author is "
         "inconsistent, whose search vector is missing, or whose FOLLOWS_FROM chain is broken. No problems "
         "means healthy.",
         params={"session_id": SESSION_ID},
@@ -446,9 +445,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "ai_state_save",
         "Save my working state",
-        "Save your own working state so it survives restarts and can be handed over: todos, working notes, "
-        "a context summary, custom state. Only the fields you give are replaced; the others stay as saved. "
-        "Private to you until you hand it over (ai_state_transfer, transfer_ops).",
+        "Use to keep your working state across restarts and handovers: todos, working notes, a context "
+        "summary, custom state. Only the fields you give are replaced; private until you hand it over.",
         params={
             "todos": "Your whole todo list, replacing the saved one: [{text, done, bead_id?}] (at most 500).",
             "working_notes": "Free-form scratch notes, replacing the saved ones (at most 64 KiB).",
@@ -460,15 +458,15 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "ai_state_get",
         "My working state",
-        "Your saved working state: todos, working notes, context summary, custom state, and whose state was "
-        "merged into yours (inherited_from). Call it when you start or resume work.",
+        "Use when you start or resume work: your saved todos, working notes, context summary, custom state, "
+        "and whose state was merged into yours.",
         read_only=True,
     ),
     ToolSpec(
         "ai_state_transfer",
         "Hand my state to a peer",
-        "Hand your working state to an AI who shares a group with you: your open todos, notes and summary "
-        "are merged into theirs (nothing of theirs is lost). Use it when passing work to another agent.",
+        "Use when passing work to an AI who shares a group with you: your open todos, notes and summary are "
+        "merged into theirs (nothing of theirs is lost).",
         params={"to_ai_id": "The AI id (a_… or o_…) that takes over your work."},
     ),
     # --- ops handoff ---------------------------------------------------------------------------------
@@ -491,17 +489,16 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "acknowledge_handoff",
         "Accept an ops handoff",
-        "As the new ops of a group, accept the handoff made to you; until then it reads as pending. The "
-        "handoff_id is in handoff_brief's result and in the handoff notification.",
+        "Use, as the new ops of a group, to accept the handoff made to you (until then it reads as pending); "
+        "the handoff_id is in handoff_brief's result.",
         params={"handoff_id": "Id of the handoff, 'h_…'."},
         idempotent=True,
     ),
     ToolSpec(
         "handoff_brief",
         "Brief for a (new) ops",
-        "What an ops needs to know about a group: the latest handoff, the group's most important and recent "
-        "memory rendered within max_tokens, the open todos, and — if the role was handed to you — the "
-        "working state that came with it. Members only. Call it first after taking over a group.",
+        "Use first after taking over a group: the latest handoff, the group's most important and recent "
+        "memory within max_tokens, the open todos and the working state handed to you. Members only.",
         params={"group_id": GROUP_ID, "max_tokens": "Token budget of the rendered memory (64–100000; default 1500)."},
         read_only=True,
         render=render_brief,
@@ -534,9 +531,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "unified_recall",
         "Search notes and memories",
-        "Search your key-value notes and the beads together: notes whose key or value shares words with the "
-        "query, plus what search_beads finds for it. Use it when you do not remember whether you learnt "
-        "something as a note or stored it as a bead.",
+        "Use when you do not remember whether you learnt something as a key-value note or stored it as a "
+        "bead: searches both, notes sharing words with the query plus what search_beads finds.",
         params={
             "query": "What you are looking for.",
             "limit": "Maximum notes and maximum bead hits (1–100; default 10).",
@@ -547,9 +543,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "promote_to_bead",
         "Turn a note into a memory",
-        "Turn a key-value note you learnt into a bead (title = the key, content = the value), e.g. to share "
-        "it with your group (visibility='group' with group_id). Promoting the same value again returns the "
-        "same bead.",
+        "Use to share a key-value note you learnt: turns it into a bead (title = key, content = value), e.g. "
+        "with visibility='group'. Promoting the same value again returns the same bead.",
         params={
             "key": "The key of the note.",
             "bead_type": "Kind of memory: fact, decision, observation, finding, todo, handoff, summary, note, "
@@ -564,10 +559,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "changes_since",
         "What changed in a group",
-        "Replay the changes (created, updated, deleted, hidden) to a group's beads — or to global beads with "
-        "scope='global' — after a cursor, oldest first, as you may see them now. Keep the returned cursor and "
-        "pass it next time to get only what is new: the way to catch up on what your team did while you "
-        "were away.",
+        "Use to catch up on what your team did while you were away: the changes to a group's beads (or global"
+        " ones, scope='global') after a cursor, oldest first. Keep the returned cursor and pass it next time.",
         params={
             "scope": "A group id you belong to, or 'global'.",
             "cursor": "The cursor returned by your previous call; omit to start from the beginning.",
@@ -582,7 +575,14 @@ EXCLUDED_OPERATIONS: frozenset[str] = frozenset()
 
 PROFILES: dict[str, tuple[str, ...]] = {
     "core": (
-        "search_beads", "context", "why", "create_bead", "update_bead", "get_bead", "learn", "recall",
+        "search_beads",
+        "context",
+        "why",
+        "create_bead",
+        "update_bead",
+        "get_bead",
+        "learn",
+        "recall",
         "list_groups",
     ),
 }
