@@ -147,7 +147,7 @@ async def test_every_hub_operation_is_a_tool_with_the_contracts_parameters() -> 
         for name, schema in properties.items():
             assert schema.get("description"), f"{spec.name}.{name} has no description"
         # Short, and the first words say when to use the tool.
-        assert 60 < len(tool.description or "") <= 400 and (tool.description or "").startswith("Use "), spec.name
+        assert 60 < len(tool.description or "") <= 400 and (tool.description or "").startswith("Use"), spec.name
         assert tool.annotations is not None and tool.annotations.title
         assert tool.output_schema is not None
     create = tools["create_bead"].input_schema
