@@ -14,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from recall_client.mcp import HubLink, build_server
-from recall_client.mcp.overhead import tool_list_sizes
+from recall_client.mcp.overhead import measure, tool_list_sizes
 from recall_client.mcp.tools import PROFILES, tool_specs
 from recall_hub.service.endpoints import HubService
 from recall_hub.tooling.auth import AuthBundle, generate
@@ -136,3 +136,15 @@ async def test_profiles_select_tools_and_core_is_a_small_part_of_the_listing() -
     sizes = {row.profile: row for row in await tool_list_sizes(["core", "all"])}
     assert sizes["core"].tools == len(PROFILES["core"]) and sizes["all"].tools == len(tool_specs("all"))
     assert sizes["core"].bytes * 3 < sizes["all"].bytes
+
+
+async def test_the_overhead_measurement_runs_against_a_secure_stack(
+    secure_stack: EmbeddedStack, secure_hub: HubService, bundle: AuthBundle
+) -> None:
+    rows = await measure(secure_stack.nats_url, rounds=3, warmup=1, creds=str(bundle.creds[AGENT]))
+    assert {(row.operation, row.path) for row in rows} == {
+        (op, path)
+        for op in ("search_beads", "create_bead")
+        for path in ("library", "mcp in-process", "mcp stdio", "mcp http")
+    }
+    assert all(row.p50_ms > 0 for row in rows)
