@@ -59,13 +59,13 @@ class BeadStore:
 
     async def get(self, caller: str, bead_id: str, *, touch: bool = False) -> Props | None:
         """The bead if the caller may see it; ``touch`` records the read in ``accessed_at``."""
-        tail = "SET b.accessed_at = $now RETURN b" if touch else "RETURN b"
-        run = self.graph.query if touch else self.graph.ro_query
-        rows = await run(
+        tail = "SET b.accessed_at = $now RETURN properties(b)" if touch else "RETURN properties(b)"
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} " + tail,
             {"caller": caller, "bead_id": bead_id, "now": now_ms()},
+            read_only=not touch,
         )
-        return dict(rows[0][0].properties) if rows else None
+        return dict(rows[0][0]) if rows else None
 
     async def many(
         self, caller: str, ids: Sequence[str], filters: BeadFilters | None = None
@@ -74,12 +74,12 @@ class BeadStore:
         if not ids:
             return {}
         clause, params = filter_clause("b", filters or BeadFilters())
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
-            + _SUPERSEDED + "RETURN b, count(newer) > 0",
+            + _SUPERSEDED + "RETURN properties(b), count(newer) > 0",
             {"caller": caller, "ids": list(ids), **params},
         )
-        return {row[0].properties["bead_id"]: (dict(row[0].properties), bool(row[1])) for row in rows}
+        return {row[0]["bead_id"]: (row[0], bool(row[1])) for row in rows}
 
     async def visible_ids(self, caller: str, ids: Sequence[str]) -> set[str]:
         if not ids:
@@ -94,7 +94,7 @@ class BeadStore:
         """What priors read (importance, created_at, provenance, status) of the visible beads among
         ``ids`` that pass ``filters``, each with whether it is superseded; read compactly."""
         clause, params = filter_clause("b", filters)
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
             + _SUPERSEDED + "WITH b, count(newer) > 0 AS superseded "
             "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' "
@@ -112,7 +112,7 @@ class BeadStore:
 
     async def session_links(self, caller: str, ids: Sequence[str]) -> dict[str, list[str]]:
         """``FOLLOWS_FROM`` edges among the visible beads of ``ids``, both ways."""
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
             f"AND {visible('b')} AND {visible('n')} "
             "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
@@ -125,7 +125,7 @@ class BeadStore:
         return links
 
     async def my_groups(self, caller: str) -> list[str]:
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
         )
         return [row[0] for row in rows]
@@ -146,20 +146,20 @@ class BeadStore:
                 f" AND NOT (b.created_at = $after_at AND b.bead_id {back} $after_id)"
             )
             params.update(after_at=after[0], after_id=after[1])
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE {where} AND {visible('b')} "
-            f"RETURN b ORDER BY b.created_at {direction}, b.bead_id {direction} LIMIT $limit",
+            f"RETURN properties(b) ORDER BY b.created_at {direction}, b.bead_id {direction} LIMIT $limit",
             params,
         )
-        return [dict(row[0].properties) for row in rows]
+        return [row[0] for row in rows]
 
     async def ranked_by_importance(self, caller: str, ids: Sequence[str]) -> list[Props]:
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')} "
-            "RETURN b ORDER BY b.importance DESC, b.created_at DESC, b.bead_id",
+            "RETURN properties(b) ORDER BY b.importance DESC, b.created_at DESC, b.bead_id",
             {"caller": caller, "ids": list(ids)},
         )
-        return [dict(row[0].properties) for row in rows]
+        return [row[0] for row in rows]
 
     async def duplicate_candidates(
         self, caller: str, *, group_id: str | None, around: tuple[str, list[str], str] | None, cap: int
@@ -357,15 +357,15 @@ class BeadStore:
 
     async def system_get(self, bead_id: str) -> Props | None:
         """The bead as stored, for after-commit work whose caller was authorised at commit time."""
-        rows = await self.graph.ro_query("MATCH (b:Bead {bead_id: $bead_id}) RETURN b", {"bead_id": bead_id})
-        return dict(rows[0][0].properties) if rows else None
+        rows = await self.graph.values("MATCH (b:Bead {bead_id: $bead_id}) RETURN properties(b)", {"bead_id": bead_id})
+        return rows[0][0] if rows else None
 
     async def system_many(self, bead_ids: Sequence[str]) -> list[Props]:
         """The beads of ``bead_ids`` that exist, as stored (derived indexes read what is there now)."""
-        rows = await self.graph.ro_query(
-            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN b", {"ids": list(bead_ids)}
+        rows = await self.graph.values(
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN properties(b)", {"ids": list(bead_ids)}
         )
-        return [dict(row[0].properties) for row in rows]
+        return [row[0] for row in rows]
 
     async def system_count(self) -> int:
         rows = await self.graph.ro_query("MATCH (b:Bead) RETURN count(b)")
@@ -373,11 +373,11 @@ class BeadStore:
 
     async def system_page(self, after: str, limit: int) -> list[Props]:
         """Every bead in ``bead_id`` order, a page at a time (rebuilding a derived index)."""
-        rows = await self.graph.ro_query(
-            "MATCH (b:Bead) WHERE b.bead_id > $after RETURN b ORDER BY b.bead_id LIMIT $limit",
+        rows = await self.graph.values(
+            "MATCH (b:Bead) WHERE b.bead_id > $after RETURN properties(b) ORDER BY b.bead_id LIMIT $limit",
             {"after": after, "limit": limit},
         )
-        return [dict(row[0].properties) for row in rows]
+        return [row[0] for row in rows]
 
     async def system_edge_counts(self) -> dict[str, int]:
         """Edges between beads by type, hub-made ones (auto-links) counted apart (for ``recall bench``)."""
@@ -409,10 +409,10 @@ class BeadStore:
         """Beads without a vector of ``model`` (not among ``skip``), for the repair pass."""
         rows = await self.graph.ro_query(
             "MATCH (b:Bead) WHERE (b.vec_model IS NULL OR b.vec_model <> $model) AND NOT b.bead_id IN $skip "
-            "RETURN b LIMIT $limit",
+            "RETURN properties(b) LIMIT $limit",
             {"model": model, "skip": list(skip), "limit": limit},
         )
-        return [dict(row[0].properties) for row in rows]
+        return [row[0] for row in rows]
 
     async def system_forget_vectors(self) -> None:
         """Mark every bead as not embedded (``recall reindex``)."""

@@ -84,6 +84,23 @@ class GraphStore:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
         return list(result.result_set)
 
+    async def values(
+        self, cypher: str, params: dict[str, Any] | None = None, *, read_only: bool = True
+    ) -> list[list[Any]]:
+        """Run a query whose columns are plain values (strings, numbers, booleans, lists, maps — never nodes
+        or edges: return ``properties(b)``); its rows, read by :func:`_value` without the FalkorDB client's
+        coroutine per value (20 beads as property maps: about a third less time than as nodes)."""
+        _reject_nul(params)
+        query = self.graph._build_params_header(params or {}) + cypher
+        command = "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY"
+        try:
+            reply = await self._db.connection.execute_command(command, self.graph_name, query, "--compact")
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        if len(reply) < 3:  # a query without RETURN: statistics only
+            return []
+        return [[_value(cell) for cell in row] for row in reply[1]]
+
     async def ping(self) -> None:
         try:
             await self._db.connection.ping()
@@ -92,6 +109,32 @@ class GraphStore:
 
     async def aclose(self) -> None:
         await self._pool.disconnect()
+
+
+_NULL, _STRING, _INTEGER, _BOOLEAN, _DOUBLE, _ARRAY, _MAP = 1, 2, 3, 4, 5, 6, 10
+
+
+def _value(cell: list[Any]) -> Any:
+    """One value of FalkorDB's compact result set: ``[type, payload]``."""
+    kind, payload = cell
+    if kind == _STRING:
+        return payload.decode() if isinstance(payload, bytes) else payload
+    if kind == _INTEGER:
+        return int(payload)
+    if kind == _NULL:
+        return None
+    if kind == _ARRAY:
+        return [_value(item) for item in payload]
+    if kind == _BOOLEAN:
+        return payload in (b"true", "true")
+    if kind == _DOUBLE:
+        return float(payload)
+    if kind == _MAP:
+        return {
+            (payload[i].decode() if isinstance(payload[i], bytes) else payload[i]): _value(payload[i + 1])
+            for i in range(0, len(payload), 2)
+        }
+    raise TypeError(f"values() reads plain values only, not FalkorDB type {kind}")
 
 
 def _reject_nul(value: Any) -> None:

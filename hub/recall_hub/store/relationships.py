@@ -44,21 +44,25 @@ class RelationshipStore:
         self, caller: str, bead_id: str, types: list[str], direction: Direction
     ) -> list[Relationship] | None:
         """The edges of a visible bead to other visible beads; None when the bead is not visible."""
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (a:Bead {{bead_id: $bead_id}}) WHERE {visible('a')} "
             f"OPTIONAL MATCH {_pattern(direction)} WHERE type(r) IN $types AND {visible('b')} "
-            "RETURN a.bead_id, r, startNode(r).bead_id, endNode(r).bead_id",
+            "RETURN a.bead_id, type(r), startNode(r).bead_id, endNode(r).bead_id, properties(r)",
             {"caller": caller, "bead_id": bead_id, "types": types or ALL_TYPES},
         )
         if not rows:
             return None
-        return [relationship_from_edge(r, start, end) for _, r, start, end in rows if r is not None]
+        return [
+            relationship_from_props(rel_type, start, end, props)
+            for _, rel_type, start, end, props in rows
+            if rel_type is not None
+        ]
 
     async def hop(
         self, caller: str, frontier: list[str], types: list[str], direction: Direction
     ) -> list[tuple[str, Relationship]]:
         """One breadth-first step: ``(neighbour id, edge)`` for each edge from ``frontier`` to a visible bead."""
-        rows = await self.graph.ro_query(
+        rows = await self.graph.values(
             MY_GROUPS + f"MATCH (a:Bead) WHERE a.bead_id IN $frontier MATCH {_pattern(direction)} "
             f"WHERE type(r) IN $types AND {visible('b')} "
             "RETURN b.bead_id, type(r), startNode(r).bead_id, endNode(r).bead_id, properties(r)",
