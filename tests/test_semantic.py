@@ -104,6 +104,27 @@ async def test_hybrid_results_explain_their_rank(connect):
     assert all(s.list == "vector" for h in vector_only.hits for s in h.explanation.sources)
 
 
+async def test_superseded_best_matches_make_room_for_the_next_ones(connect):
+    """Whether a bead is superseded is learnt when it is read; when the best matches all turn out to be,
+    the beads after them are read too, so the answer is the same as if every candidate had been weighed."""
+    me = await connect()
+    tag = new_id("t")[2:]
+    # Equal text; the stale ones weigh more (importance 7) until they turn out to be superseded.
+    stale = [
+        await me.create_bead(f"Rollback plan old{i}", "rollback steps", tags=[tag], importance=7) for i in range(3)
+    ]
+    newer = await me.create_bead("Runbook", "see the plans", tags=[tag])
+    for old in stale:
+        await me.add_relationship(newer.bead_id, old.bead_id, "UPDATES")
+    fresh = [await me.create_bead(f"Rollback plan new{i}", "rollback steps", tags=[tag]) for i in range(3)]
+    top3 = await me.search_beads("rollback plan", mode="keyword", filters={"tags": [tag]}, limit=3)
+    everything = await me.search_beads("rollback plan", mode="keyword", filters={"tags": [tag]}, limit=20)
+    assert [h.bead.bead_id for h in top3.hits] == [h.bead.bead_id for h in everything.hits][:3]
+    assert {h.bead.bead_id for h in top3.hits} == {b.bead_id for b in fresh}
+    demoted = [h for h in everything.hits if h.bead.bead_id in {b.bead_id for b in stale}]
+    assert len(demoted) == 3 and all(any("superseded" in n for n in h.explanation.notes) for h in demoted)
+
+
 async def test_archived_and_superseded_beads_are_demoted_not_hidden(connect):
     me = await connect()
     tag = new_id("t")[2:]

@@ -518,6 +518,8 @@ PROBE_BUCKETS = {
 
 def _falkordb_exec_ms(result: Any) -> float:
     """FalkorDB's reported execution time (the client's own accessor fails on byte-string stats)."""
+    if isinstance(getattr(result, "exec_ms", None), float):  # GraphStore.values' rows
+        return float(result.exec_ms)
     for stat in getattr(result, "_raw_stats", None) or []:
         text = stat.decode() if isinstance(stat, bytes) else str(stat)
         if "internal execution time" in text:
@@ -558,9 +560,11 @@ class HubProbe:
     @classmethod
     def attach(cls, ctx: Any) -> HubProbe:
         probe = cls()
-        graph = getattr(getattr(ctx, "graph", None), "graph", None)
+        store = getattr(ctx, "graph", None)
+        graph = getattr(store, "graph", None)
         if graph is not None:
             probe.wrap(graph, "_query", "graph", count=True)
+            probe.wrap(store, "values", "graph", count=True)
             probe.wrap(graph, "execute_command", "graph_rt")
         embedder = getattr(ctx, "embedder", None)
         if embedder is not None:
@@ -1546,7 +1550,7 @@ def render(report: BenchReport) -> str:
 
 BREAKDOWN_NOTE = [
     "graph = FalkorDB calls as the hub sees them (round trip + parsing), of which falkordb exec is the",
-    "server's own execution time and client parse the falkordb-py result parsing; rest = the total minus",
+    "server's own execution time and client parse the reading of the reply; rest = the total minus",
     "graph, embed and vectors: NATS, pydantic (de)serialisation, visibility/ranking code and the event loop.",
 ]
 

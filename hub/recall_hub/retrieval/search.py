@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from recall_schemas import (
@@ -119,40 +120,73 @@ async def rank(
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, CONTEXT_WEIGHT)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = now_ms()
-    scored: list[tuple[float, float, list[str], Fused]] = []  # (score, prior, notes, entry)
     if use_priors:
         # Priors move a score by at most PRIOR_FACTOR either way, so a bead whose relevance is below
         # the limit-th best over PRIOR_FACTOR**2 can never reach the top: no need to weigh it.
         floor = ordered[min(limit, len(ordered)) - 1].relevance / PRIOR_FACTOR**2
-        for entry in (e for e in ordered if e.relevance >= floor):
-            props, superseded = seen[entry.bead_id]
-            multiplier, notes = prior(props, superseded, now)
-            scored.append((entry.relevance * multiplier, multiplier, notes, entry))
-    else:
-        scored = [(e.relevance, 1.0, [], e) for e in ordered[: limit + HYDRATE_SPARE]]
-    scored.sort(key=lambda s: (-s[0], s[3].bead_id))
-    top = scored[: limit + HYDRATE_SPARE]
-    beads = await ctx.beads.many(caller, [s[3].bead_id for s in top], filters)
-    hits: list[SearchHit] = []
-    for score, multiplier, notes, entry in top:
-        found = beads.get(entry.bead_id)
-        if found is None:  # changed since it was screened
-            continue
-        if entry.context_from is not None:
-            notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
-        hits.append(
-            SearchHit(
-                bead=bead_from_props(found[0]),
-                score=score,
-                explanation=ScoreExplanation(
-                    sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
-                    relevance=entry.relevance,
-                    prior=multiplier,
-                    notes=notes,
-                ),
-            )
-        )
-    return hits[:limit]
+        ordered = [e for e in ordered if e.relevance >= floor]
+    # Screened beads are weighed as not superseded; reading them (many) tells, and demotes the few that are.
+    staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
+    staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
+    return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors)
+
+
+@dataclass
+class _Weighed:
+    score: float
+    multiplier: float
+    notes: list[str]
+    entry: Fused
+
+
+def _weigh(entry: Fused, props: dict[str, Any], superseded: bool, now: int, use_priors: bool) -> _Weighed:
+    if not use_priors:
+        return _Weighed(entry.relevance, 1.0, [], entry)
+    multiplier, notes = prior(props, superseded, now)
+    return _Weighed(entry.relevance * multiplier, multiplier, notes, entry)
+
+
+async def _hydrate(
+    ctx: HubContext, caller: str, staged: list[_Weighed], filters: BeadFilters, limit: int, now: int, use_priors: bool
+) -> list[SearchHit]:
+    """The best ``limit`` of ``staged`` (best first) as hits, read in full — a few beyond the limit at a time.
+
+    Reading a bead can only lower its score (it turns out superseded, or changed since screening and is
+    gone), so once ``limit`` read beads score at least the best unread one, no unread bead can beat them.
+    """
+    done: list[tuple[_Weighed, dict[str, Any]]] = []
+    position = 0
+    while position < len(staged):
+        chunk = staged[position : position + max(limit - len(done), 0) + HYDRATE_SPARE]
+        position += len(chunk)
+        beads = await ctx.beads.many(caller, [weighed.entry.bead_id for weighed in chunk], filters)
+        for weighed in chunk:
+            found = beads.get(weighed.entry.bead_id)
+            if found is None:  # changed since it was screened
+                continue
+            props, superseded = found
+            done.append((_weigh(weighed.entry, props, superseded, now, use_priors) if superseded else weighed, props))
+        bound = staged[position].score if position < len(staged) else float("-inf")
+        if sum(1 for weighed, _ in done if weighed.score >= bound) >= limit:
+            break
+    done.sort(key=lambda item: (-item[0].score, item[0].entry.bead_id))
+    return [_hit(weighed, props) for weighed, props in done[:limit]]
+
+
+def _hit(weighed: _Weighed, props: dict[str, Any]) -> SearchHit:
+    entry, notes = weighed.entry, weighed.notes
+    if entry.context_from is not None:
+        notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
+    return SearchHit(
+        bead=bead_from_props(props),
+        score=weighed.score,
+        explanation=ScoreExplanation(
+            sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
+            relevance=entry.relevance,
+            prior=weighed.multiplier,
+            notes=notes,
+        ),
+    )
 
 
 def source_of(bead: MemoryBead) -> str:

@@ -86,7 +86,7 @@ class GraphStore:
 
     async def values(
         self, cypher: str, params: dict[str, Any] | None = None, *, read_only: bool = True
-    ) -> list[list[Any]]:
+    ) -> Rows:
         """Run a query whose columns are plain values (strings, numbers, booleans, lists, maps — never nodes
         or edges: return ``properties(b)``); its rows, read by :func:`_value` without the FalkorDB client's
         coroutine per value (20 beads as property maps: about a third less time than as nodes)."""
@@ -94,12 +94,12 @@ class GraphStore:
         query = self.graph._build_params_header(params or {}) + cypher
         command = "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY"
         try:
-            reply = await self._db.connection.execute_command(command, self.graph_name, query, "--compact")
+            reply = await self.graph.execute_command(command, self.graph_name, query, "--compact")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
-        if len(reply) < 3:  # a query without RETURN: statistics only
-            return []
-        return [[_value(cell) for cell in row] for row in reply[1]]
+        rows = Rows([[_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else [])
+        rows.exec_ms = _execution_ms(reply[-1])
+        return rows
 
     async def ping(self) -> None:
         try:
@@ -109,6 +109,20 @@ class GraphStore:
 
     async def aclose(self) -> None:
         await self._pool.disconnect()
+
+
+class Rows(list[list[Any]]):
+    """Result rows of :meth:`GraphStore.values`, with FalkorDB's own execution time (for measurements)."""
+
+    exec_ms: float = 0.0
+
+
+def _execution_ms(stats: list[Any]) -> float:
+    for stat in stats:
+        text = stat.decode() if isinstance(stat, bytes) else str(stat)
+        if "internal execution time" in text:
+            return float(text.split(": ")[1].split(" ")[0])
+    return 0.0
 
 
 _NULL, _STRING, _INTEGER, _BOOLEAN, _DOUBLE, _ARRAY, _MAP = 1, 2, 3, 4, 5, 6, 10
