@@ -297,3 +297,20 @@ async def test_audit_records_reads_writes_and_refusals(connect, hub):
     out = (await cli.communicate())[0].decode()
     assert cli.returncode == 0
     assert "get_bead" in out and "not_found" in out and bead.bead_id in out
+
+
+async def test_the_audit_names_every_bead_a_read_returned(connect, hub):
+    """Search hits, why()'s seeds and graph, traversal edges, relationship ends: each bead a reply names is
+    in the reader's audit entry (and none of the texts, tags or metadata are taken for ids)."""
+    me = await connect()
+    tag = new_id("t")[2:]
+    first = await me.create_bead("Audit trail alpha", "alpha", tags=[tag], metadata={"bead_id": "b_notabead"})
+    second = await me.create_bead("Audit trail beta", "beta", tags=[tag])
+    await me.add_relationship(second.bead_id, first.bead_id, "RELATED_TO")
+    hits = await me.search_beads("audit trail", filters={"tags": [tag]})
+    await me.why("audit trail", filters={"tags": [tag]})
+    await me.traverse_graph(first.bead_id, max_depth=1)
+    entries = [e for e in await hub.audit.entries(ai_id=me.ai_id) if e.op in ("search_beads", "why", "traverse_graph")]
+    named = {e.op: set(e.bead_ids) for e in entries}
+    assert {h.bead.bead_id for h in hits.hits} == {first.bead_id, second.bead_id}
+    assert named == {op: {first.bead_id, second.bead_id} for op in ("search_beads", "why", "traverse_graph")}

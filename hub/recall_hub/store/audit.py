@@ -10,7 +10,9 @@ only in the caller's own entry, so they create no key."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,26 +46,49 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
     found: dict[str, None] = {}
 
     def walk(value: Any) -> None:
-        # Walks the models themselves (no serialisation: this runs on every request), stopping
-        # once enough ids are found; free-form dicts such as metadata are not entered.
+        # Walks the models themselves (no serialisation: this runs on every request), entering only
+        # the fields that can hold a bead id (see _id_fields), stopping once enough ids are found.
         if len(found) >= MAX_IDS:
             return
-        if isinstance(value, BaseModel):
-            for key in type(value).model_fields:
-                item = getattr(value, key)
-                if key in BEAD_ID_FIELDS and isinstance(item, str):
-                    found[item] = None
-                elif key in ("bead_ids", "seeds") and isinstance(item, list):
-                    found.update((i, None) for i in item if isinstance(i, str))
-                elif isinstance(item, BaseModel | list):
-                    walk(item)
-        elif isinstance(value, list):
+        if isinstance(value, list):
             for item in value:
+                walk(item)
+            return
+        if not isinstance(value, BaseModel):
+            return
+        for key, kind in _id_fields(type(value)):
+            item = getattr(value, key)
+            if kind == "id" and isinstance(item, str):
+                found[item] = None
+            elif kind == "ids" and isinstance(item, list):
+                found.update((i, None) for i in item if isinstance(i, str))
+            elif kind == "nested":
                 walk(item)
 
     for message in messages:
         walk(message)
     return list(found)[:MAX_IDS]
+
+
+@functools.cache
+def _id_fields(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """The fields of ``model`` that name a bead ("id"), list bead ids ("ids"), or hold models that may
+    ("nested"); a bead's tags, texts and metadata are never walked."""
+    fields = []
+    for key, info in model.model_fields.items():
+        if key in BEAD_ID_FIELDS:
+            fields.append((key, "id"))
+        elif key in ("bead_ids", "seeds"):
+            fields.append((key, "ids"))
+        elif _holds_models(info.annotation):
+            fields.append((key, "nested"))
+    return tuple(fields)
+
+
+def _holds_models(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_models(arg) for arg in typing.get_args(annotation))
 
 
 _RECORD = """
