@@ -96,7 +96,9 @@ NODE_KEY = "coalesce(n.bead_id, n.ai_id, n.group_id, n.session_id, n.handoff_id,
 
 async def graph_state(hub: HubContext) -> list[str]:
     """Every node and edge of the graph with all its properties, canonically ordered. Nodes are
-    named by their own id (bead_id, ai_id, …), so a row mentions every bead it touches."""
+    named by their own id (bead_id, ai_id, …), so a row mentions every bead it touches. Read times noted
+    by earlier reads are written first, so none lands between two snapshots."""
+    await hub.accessed.flush()
     nodes = await hub.graph.ro_query(f"MATCH (n) RETURN {NODE_KEY}, labels(n), properties(n)")
     edges = await hub.graph.ro_query(f"MATCH (n)-[r]->(b) RETURN {NODE_KEY}, type(r), properties(r), b")
     rows = [*nodes, *([start, kind, props, _key(end)] for start, kind, props, end in edges)]

@@ -201,3 +201,22 @@ def test_every_setting_is_documented_in_the_readme() -> None:
     names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n != "embedder"]
     names += [f"RECALL_EMBEDDER__{n.upper()}" for n in EmbedderConfig.model_fields]
     assert [n for n in names if f"`{n}`" not in readme] == []
+
+
+async def test_read_times_are_written_in_batches_and_decay_counts_them(connect, hub: HubContext):
+    """get_bead no longer writes to the graph on its path: the read time is noted and written with the
+    others in one query (RECALL_ACCESS_FLUSH_S); the decay pass writes the noted ones first."""
+    me = await connect()
+    bead = await me.create_bead("read now and then", visibility="private")
+    ten_days = 10 * 86_400_000
+    await hub.accessed.flush()
+    await hub.graph.query(
+        "MATCH (b:Bead {bead_id: $id}) SET b.accessed_at = b.accessed_at - $ms, b.updated_at = b.updated_at - $ms",
+        {"id": bead.bead_id, "ms": ten_days},
+    )
+    read = await me.get_bead(bead.bead_id)
+    assert read.accessed_at > bead.created_at  # the reply says when it was read
+    report = await me.decay_old_memories(threshold_days=5)
+    assert bead.bead_id not in report.archived  # just read: not untouched, though not yet written by the timer
+    stored = await hub.graph.values("MATCH (b:Bead {bead_id: $id}) RETURN b.accessed_at", {"id": bead.bead_id})
+    assert stored[0][0] == int(read.accessed_at.timestamp() * 1000)

@@ -123,6 +123,7 @@ async def stored_status(hub: HubContext, bead_id: str) -> str:
 
 async def backdate(hub: HubContext, bead_id: str, days: int) -> None:
     """Test setup: make a bead look untouched for ``days`` (nobody read or changed it since)."""
+    await hub.accessed.flush()  # the reads made so far are part of what is backdated
     await hub.graph.query(
         "MATCH (b:Bead {bead_id: $id}) SET b.accessed_at = b.accessed_at - $ms, b.updated_at = b.updated_at - $ms",
         {"id": bead_id, "ms": days * DAY_MS},

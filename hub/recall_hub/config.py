@@ -67,6 +67,9 @@ class HubSettings(BaseSettings):
     outbox_interval_s: float = Field(
         default=5.0, gt=0, description="How often a hub sweeps the outbox for work a crash or a failure left"
     )
+    access_flush_s: float = Field(
+        default=1.0, gt=0, le=60, description="How often a hub writes the read times (accessed_at) it has noted"
+    )
     outbox_grace_ms: int = Field(
         default=10_000, ge=0,
         description="A sweep leaves entries younger than this to the request settling them (a batch under load "

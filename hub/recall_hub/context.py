@@ -11,6 +11,7 @@ from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.embedders.query_cache import QueryVectors
+from recall_hub.store.access import AccessLog
 from recall_hub.store.agents import AgentStore
 from recall_hub.store.applied import AppliedEvents
 from recall_hub.store.audit import AuditLog
@@ -52,6 +53,7 @@ class HubContext:
     keywords: KeywordIndex
     query_vectors: QueryVectors
     background: BackgroundWork
+    accessed: AccessLog
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -93,6 +95,7 @@ class HubContext:
             keywords=KeywordIndex(beads, index_log),
             query_vectors=QueryVectors(embedder),
             background=BackgroundWork(),
+            accessed=AccessLog(graph),
         )
 
     async def aclose(self) -> None:

@@ -145,9 +145,11 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
-    props = await ctx.beads.get(caller, req.bead_id, touch=True)
+    props = await ctx.beads.get(caller, req.bead_id)
     if props is None:
         raise NotFound(f"bead {req.bead_id} not found")
+    props["accessed_at"] = now_ms()
+    ctx.accessed.note(req.bead_id, props["accessed_at"])
     return bead_from_props(props)
 
 

@@ -128,6 +128,7 @@ async def decay_old_memories(ctx: HubContext, caller: str, req: DecayOldMemories
 
     A bead counts as touched when it was read (accessed_at) or changed (updated_at).
     """
+    await ctx.accessed.flush()  # reads this hub has noted count as touches
     cutoff = now_ms() - int(req.threshold_days * DAY_MS)
     archived = await ctx.beads.archive_untouched(caller, cutoff, dry_run=req.dry_run)
     if not req.dry_run:

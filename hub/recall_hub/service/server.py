@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -93,6 +94,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     gc.freeze()
     sweeper: asyncio.Task[None] | None = None
     follower: asyncio.Task[None] | None = None
+    reads: asyncio.Task[None] | None = None
     try:
         # The keyword index lives in this process: built from the graph before the first request.
         began = time.perf_counter()
@@ -104,10 +106,11 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         sweeper = asyncio.create_task(
             sweep_forever(ctx, settings.outbox_interval_s, settings.outbox_grace_ms), name="recall-outbox-sweep"
         )
+        reads = asyncio.create_task(ctx.accessed.flush_forever(settings.access_flush_s), name="recall-read-times")
         await consumer.start()
         yield service
     finally:
-        background = [t for t in (sweeper, follower, service.repaired, legacy_check) if t is not None]
+        background = [t for t in (sweeper, follower, reads, service.repaired, legacy_check) if t is not None]
         for task in background:
             task.cancel()
         # Finished before the stores close under them (a task left running would retry on closed pools).
@@ -116,6 +119,8 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
             log.warning("background tasks still running at shutdown: %s", [t.get_name() for t in stuck])
         await consumer.stop()
         await service.stop()
+        with contextlib.suppress(Exception):  # the graph may be down; a few read times are all it loses
+            await ctx.accessed.flush()
         await nc.drain()
         await ctx.aclose()
 

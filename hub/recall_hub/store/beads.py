@@ -17,7 +17,6 @@ from recall_hub.store.filters import filter_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
-from recall_hub.timeutil import now_ms
 
 Props = dict[str, Any]
 
@@ -57,13 +56,11 @@ class BeadStore:
 
     # --- reads, as a caller -------------------------------------------------------------------
 
-    async def get(self, caller: str, bead_id: str, *, touch: bool = False) -> Props | None:
-        """The bead if the caller may see it; ``touch`` records the read in ``accessed_at``."""
-        tail = "SET b.accessed_at = $now RETURN properties(b)" if touch else "RETURN properties(b)"
+    async def get(self, caller: str, bead_id: str) -> Props | None:
+        """The bead if the caller may see it."""
         rows = await self.graph.values(
-            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} " + tail,
-            {"caller": caller, "bead_id": bead_id, "now": now_ms()},
-            read_only=not touch,
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN properties(b)",
+            {"caller": caller, "bead_id": bead_id},
         )
         return dict(rows[0][0]) if rows else None
 
