@@ -14,6 +14,7 @@ from recall_hub.bench.locomo import (
     Answer,
     ask,
     ingest,
+    interval,
     load_conversation,
     load_locomo,
     markdown,
@@ -167,3 +168,15 @@ async def test_a_slice_of_the_real_data(stack: EmbeddedStack, hub) -> None:
     assert report.turns == 100 and report.questions > 10
     for mode in MODES:
         assert 0.0 <= report.metrics(mode).recall_at_10 <= 1.0
+
+
+def test_the_95_percent_interval_brackets_the_mean_and_narrows_with_more_questions() -> None:
+    assert interval([0.7] * 50) == pytest.approx((0.7, 0.7))
+    few, many = [1.0, 0.0] * 50, [1.0, 0.0] * 800
+    lo_few, hi_few = interval(few)
+    lo_many, hi_many = interval(many)
+    assert lo_few < 0.5 < hi_few and lo_many < 0.5 < hi_many
+    # The half-width of a proportion's 95% interval is about 1.96 * sqrt(p(1-p)/n).
+    assert abs((hi_few - lo_few) / 2 - 1.96 * (0.25 / 100) ** 0.5) < 0.02
+    assert (hi_many - lo_many) < (hi_few - lo_few) / 3
+    assert interval(few) == interval(few)

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import re
 import secrets
 import statistics
@@ -353,6 +354,20 @@ class Metrics:
     p50_ms: float
 
 
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the mean of ``values`` (percentile method, questions resampled with
+    replacement; a fixed seed, so a report is reproducible)."""
+    if not values:
+        return (0.0, 0.0)
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
 def summarise(answers: Sequence[Answer]) -> Metrics:
     if not answers:
         return Metrics(0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -386,6 +401,14 @@ class LocomoReport:
             [a for a in self.answers if a.mode == mode and (category is None or a.category == category)]
         )
 
+    def intervals(self, mode: str) -> dict[str, tuple[float, float]]:
+        """95% intervals of the overall R@10 and sess@1 of ``mode``."""
+        answers = [a for a in self.answers if a.mode == mode]
+        return {
+            "recall_at_10": interval([a.recall for a in answers]),
+            "session_hit_at_1": interval([a.session_hit for a in answers]),
+        }
+
     def table(self) -> dict[str, dict[str, Metrics]]:
         """``{mode: {"all" | category name: Metrics}}``."""
         out: dict[str, dict[str, Metrics]] = {}
@@ -409,6 +432,7 @@ class LocomoReport:
             "table": {
                 mode: {cat: vars(m) for cat, m in row.items()} for mode, row in self.table().items()
             },
+            "intervals_95": {mode: self.intervals(mode) for mode in self.modes},
         }
 
 
@@ -469,7 +493,17 @@ def render(report: LocomoReport) -> str:
             out.append("")
         out.append(line(row))
         previous = row[0]
-    return "\n".join(out)
+    return "\n".join([*out, "", *_interval_lines(report)])
+
+
+def _interval_lines(report: LocomoReport) -> list[str]:
+    lines = [f"95% intervals (bootstrap over questions, {BOOTSTRAP_RESAMPLES} resamples):"]
+    for mode in report.modes:
+        ci = report.intervals(mode)
+        r_lo, r_hi = ci["recall_at_10"]
+        s_lo, s_hi = ci["session_hit_at_1"]
+        lines.append(f"  {mode:<16} R@10 [{r_lo:.3f}, {r_hi:.3f}]   sess@1 [{s_lo:.3f}, {s_hi:.3f}]")
+    return lines
 
 
 def markdown(report: LocomoReport) -> str:
@@ -481,7 +515,7 @@ def markdown(report: LocomoReport) -> str:
         bold = row[1] == "all"
         cells = [f"**{c}**" if bold and i >= 2 and i < 6 else c for i, c in enumerate(row)]
         out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    return "\n".join([*out, "", *_interval_lines(report)])
 
 
 # --- running it --------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ async def rank(
             ctx.beads.screen(caller, list(fused), filters), ctx.beads.session_links(caller, list(fused))
         )
     else:
-        seen, links = await ctx.beads.screen(caller, list(fused), filters), {}
+        seen, links = await _screen_one_list(ctx, caller, fused, filters, limit, use_priors), {}
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
     if not fused:
         return []
@@ -129,6 +129,23 @@ async def rank(
     staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
     return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors)
+
+
+async def _screen_one_list(
+    ctx: HubContext, caller: str, fused: dict[str, Fused], filters: BeadFilters, limit: int, use_priors: bool
+) -> dict[str, dict[str, Any]]:
+    """Screening for one list (no graph context): with priors, only the candidates that can still reach
+    the top (relevance at least the limit-th best over PRIOR_FACTOR**2) — unless screening drops one of
+    them, which lowers that bar, and then the rest too."""
+    ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
+    if not use_priors or len(ordered) <= limit:
+        return await ctx.beads.screen(caller, [e.bead_id for e in ordered], filters)
+    floor = ordered[limit - 1].relevance / PRIOR_FACTOR**2
+    first = [e.bead_id for e in ordered if e.relevance >= floor]
+    seen = await ctx.beads.screen(caller, first, filters)
+    if len(seen) < len(first):
+        seen |= await ctx.beads.screen(caller, [e.bead_id for e in ordered[len(first) :]], filters)
+    return seen
 
 
 @dataclass
