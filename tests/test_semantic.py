@@ -104,6 +104,34 @@ async def test_hybrid_results_explain_their_rank(connect):
     assert all(s.list == "vector" for h in vector_only.hits for s in h.explanation.sources)
 
 
+async def test_hybrid_search_admits_the_session_neighbour_of_a_best_hit_if_the_caller_may_see_it(connect):
+    """The answer to a question often repeats none of its words; it follows the question in its session.
+    Hybrid search admits the session neighbours of its best candidates, never one the caller may not see."""
+    ops, mate = await connect(new_ai("o")), await connect()
+    group = await ops.create_group("neighbours")
+    await ops.add_member(group.group_id, mate.ai_id)
+    word, session = f"zq{new_id('t')[2:]}", new_id("s")
+    question = await ops.create_bead(
+        f"{word} {word} where do the {word} nightly builds run", session_id=session,
+        visibility="group", group_id=group.group_id,
+    )
+    answer = await ops.create_bead("on the spare machine in the basement", session_id=session, visibility="private")
+    # Enough beads closer to the query than the answer that it is no candidate of either list by itself.
+    for i in range(110):
+        await ops.create_bead(f"{word} note {i}", visibility="private")
+    keyword = await ops.search_beads(f"{word} nightly builds", mode="keyword", limit=50)
+    assert answer.bead_id not in [h.bead.bead_id for h in keyword.hits]
+    hybrid = await ops.search_beads(f"{word} nightly builds", limit=50)
+    hits = {h.bead.bead_id: h for h in hybrid.hits}
+    assert question.bead_id in hits and answer.bead_id in hits
+    admitted = hits[answer.bead_id].explanation
+    assert admitted.sources == [] and any(question.bead_id in note for note in admitted.notes)
+    # The groupmate finds the question; the creator's private answer next to it is not admitted for it.
+    theirs = await mate.search_beads(f"{word} nightly builds", limit=50)
+    assert question.bead_id in [h.bead.bead_id for h in theirs.hits]
+    assert answer.bead_id not in [h.bead.bead_id for h in theirs.hits]
+
+
 async def test_superseded_best_matches_make_room_for_the_next_ones(connect):
     """Whether a bead is superseded is learnt when it is read; when the best matches all turn out to be,
     the beads after them are read too, so the answer is the same as if every candidate had been weighed."""

@@ -55,6 +55,8 @@ CANDIDATES = 100
 """How deep each list (keyword, vector) is read before fusion."""
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
+ADMIT_FROM = 5
+"""Hybrid search admits the session neighbours of this many best candidates as candidates."""
 
 
 async def vector_candidates(
@@ -108,9 +110,13 @@ async def rank(
         return []
     # Only beads the caller may see (and that pass the filters) rank or lend context.
     if hybrid:
-        seen, links = await asyncio.gather(
-            ctx.beads.screen(caller, list(fused), filters), ctx.beads.session_links(caller, list(fused))
+        best = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]
+        seen, links, around = await asyncio.gather(
+            ctx.beads.screen(caller, list(fused), filters),
+            ctx.beads.session_links(caller, list(fused)),
+            ctx.beads.session_neighbours(caller, [e.bead_id for e in best]),
         )
+        await _admit(ctx, caller, fused, around, filters, seen, links)
     else:
         seen, links = await _screen_one_list(ctx, caller, fused, filters, limit, use_priors), {}
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
@@ -129,6 +135,31 @@ async def rank(
     staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
     return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors)
+
+
+async def _admit(
+    ctx: HubContext,
+    caller: str,
+    fused: dict[str, Fused],
+    around: list[tuple[str, str]],
+    filters: BeadFilters,
+    seen: dict[str, dict[str, Any]],
+    links: dict[str, list[str]],
+) -> None:
+    """Session neighbours of the best candidates join the candidates (relevance 0 of their own: graph
+    context gives them part of their neighbour's), once screened like the others; ``seen`` and ``links``
+    are extended in place. A reply often answers a question without repeating its words."""
+    outside = {n for pair in around for n in pair if n not in fused}
+    if not outside:
+        return
+    screened = await ctx.beads.screen(caller, sorted(outside), filters)
+    seen.update(screened)
+    for later, earlier in around:
+        if later in screened or earlier in screened:
+            links.setdefault(later, []).append(earlier)
+            links.setdefault(earlier, []).append(later)
+    for bead_id in screened:
+        fused[bead_id] = Fused(bead_id)
 
 
 async def _screen_one_list(

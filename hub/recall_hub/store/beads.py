@@ -120,6 +120,17 @@ class BeadStore:
             links.setdefault(earlier, []).append(later)
         return links
 
+    async def session_neighbours(self, caller: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge of the visible beads of ``ids`` to a visible
+        bead, whichever way it points."""
+        rows = await self.graph.values(
+            MY_GROUPS + f"MATCH (a:Bead) WHERE a.bead_id IN $ids AND {visible('a')} "
+            f"MATCH (a)-[r:FOLLOWS_FROM]-(n:Bead) WHERE {visible('n')} "
+            "WITH collect(startNode(r).bead_id + ' ' + endNode(r).bead_id) AS rows " + joined("rows"),
+            {"caller": caller, "ids": list(ids)},
+        )
+        return [(later, earlier) for later, earlier in split_joined(rows)]
+
     async def my_groups(self, caller: str) -> list[str]:
         rows = await self.graph.values(
             "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(g:Group) RETURN g.group_id", {"caller": caller}
