@@ -3,14 +3,19 @@ whichever hub answers its search."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.ops.beads import create_bead
+from recall_hub.ops.indexing import reindex
+from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
-from recall_schemas import BeadFilters
+from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode
 
-from tests.conftest import ClientFactory
+from tests.conftest import ClientFactory, new_ai
 
 
 def searches_served(service: HubService) -> int:
@@ -59,3 +64,36 @@ async def test_a_rebuild_request_makes_every_hub_reindex_from_the_graph(
     await ctx.keywords.catch_up()
     assert [b for b, _ in ctx.keywords.search(scopes, [hidden], BeadFilters(), 5)] == [bead.bead_id]
     assert ctx.keywords.applied >= marker
+
+
+async def test_a_search_during_a_full_reindex_never_shows_a_bead_the_caller_may_not_see(
+    settings: HubSettings,
+) -> None:
+    """`recall reindex` drops every vector set and re-embeds, and the keyword index rebuilds from the graph;
+    searches go on meanwhile (the domain functions, called directly on a graph of its own): whatever a
+    half-built index returns, every hit is re-checked against the graph, and afterwards all is found."""
+    ctx = await HubContext.connect(settings.model_copy(update={"graph_name": f"recall_reindex_{secrets.token_hex(4)}"}))
+    try:
+        owner, outsider, word = new_ai(), new_ai(), f"zw{secrets.token_hex(5)}"
+        for i in range(40):
+            await create_bead(ctx, owner, CreateBead(title=f"{word} private {i}", idempotency_key=f"p{i}"))
+        shared = {
+            (await create_bead(ctx, owner, CreateBead(title=f"{word} shared {i}", visibility="global",
+                                                      idempotency_key=f"g{i}"))).bead_id
+            for i in range(5)
+        }  # fmt: skip
+        await ctx.keywords.catch_up()
+        rebuilding = asyncio.create_task(reindex(ctx))
+        searched_during = 0
+        while not rebuilding.done():
+            for mode in (SearchMode.HYBRID, SearchMode.KEYWORD, SearchMode.VECTOR):
+                result = await search_beads(ctx, outsider, SearchBeads(query=word, mode=mode, limit=50))
+                assert {h.bead.bead_id for h in result.hits} <= shared, mode
+                searched_during += 1
+            await ctx.keywords.catch_up()  # reads the rebuild marker: the keyword index is rebuilt too
+        assert await rebuilding == 45
+        assert searched_during > 0
+        mine = await search_beads(ctx, owner, SearchBeads(query=word, mode=SearchMode.VECTOR, limit=50))
+        assert len(mine.hits) == 45
+    finally:
+        await ctx.aclose()
