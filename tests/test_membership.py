@@ -291,3 +291,21 @@ async def test_a_session_member_check_does_not_reveal_whether_an_unknown_group_e
     about = {p.bead_id: p.problem for p in report.problems if p.problem.startswith("group")}
     assert about[b_existing].replace(existing, "<g>") == about[b_missing].replace(missing, "<g>")
     assert first.bead_id not in about
+
+
+async def test_a_search_reads_the_scopes_of_a_group_joined_or_left_a_moment_ago(connect, hub: HubContext) -> None:
+    """Hubs keep each caller's groups between membership changes; a change by any hub makes the next search
+    read them afresh, so joining a group shows its beads at once and leaving hides them at once."""
+    ops, member = await connect(new_ai("o")), await connect()
+    word = f"zm{new_id('t')[2:]}"
+    group = await ops.create_group("joined later")
+    bead = await ops.create_bead(f"{word} for the group", visibility="group", group_id=group.group_id)
+    await hub.keywords.catch_up()  # another writer's bead: this reader waits for the index, not for its groups
+    for mode in ("keyword", "vector", "hybrid"):  # the member's groups are now known to the hub
+        assert (await member.search_beads(word, mode=mode)).hits == [], mode
+    await ops.add_member(group.group_id, member.ai_id)
+    for mode in ("keyword", "vector", "hybrid"):
+        assert bead.bead_id in [h.bead.bead_id for h in (await member.search_beads(word, mode=mode)).hits], mode
+    await ops.remove_member(group.group_id, member.ai_id)
+    for mode in ("keyword", "vector", "hybrid"):
+        assert (await member.search_beads(word, mode=mode)).hits == [], mode

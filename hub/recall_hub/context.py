@@ -24,6 +24,7 @@ from recall_hub.store.index_log import IndexLog
 from recall_hub.store.keys import Keys
 from recall_hub.store.keyword_index import KeywordIndex
 from recall_hub.store.kv import KVStore
+from recall_hub.store.memberships import MembershipCache
 from recall_hub.store.outbox import OutboxStore
 from recall_hub.store.relationships import RelationshipStore
 from recall_hub.store.sessions import SessionStore
@@ -54,6 +55,7 @@ class HubContext:
     query_vectors: QueryVectors
     background: BackgroundWork
     accessed: AccessLog
+    memberships: MembershipCache
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -96,6 +98,7 @@ class HubContext:
             query_vectors=QueryVectors(embedder),
             background=BackgroundWork(),
             accessed=AccessLog(graph),
+            memberships=MembershipCache(beads, redis, keys),
         )
 
     async def aclose(self) -> None:

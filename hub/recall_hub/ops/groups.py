@@ -64,16 +64,19 @@ async def create_group(ctx: HubContext, caller: str, req: CreateGroup) -> Group:
     group = await ctx.groups.create(caller, group_id, req.name, now_ms())
     if group is None:
         raise _unavailable(group_id)
+    await ctx.memberships.changed()
     return group
 
 
 async def add_member(ctx: HubContext, caller: str, req: AddMember) -> Group:
     outcome = await ctx.groups.set_member(caller, req.group_id, req.ai_id, req.role.value, now_ms())
+    await ctx.memberships.changed()
     return _checked(outcome, req.group_id, req.ai_id)
 
 
 async def remove_member(ctx: HubContext, caller: str, req: RemoveMember) -> Group:
     outcome = await ctx.groups.remove_member(caller, req.group_id, req.ai_id)
+    await ctx.memberships.changed()
     return _checked(outcome, req.group_id, req.ai_id)
 
 

@@ -45,7 +45,7 @@ async def deduplicate_beads(ctx: HubContext, caller: str, req: DeduplicateBeads)
         if req.similarity_threshold is not None and scope and model == ctx.vectors.model_id:
             vector = await ctx.vectors.vector(req.bead_id, scope)
             if vector is not None:
-                scopes = caller_scopes(caller, await ctx.beads.my_groups(caller))
+                scopes = caller_scopes(caller, await ctx.memberships.groups_of(caller))
                 near = [h.bead_id for h in await ctx.vectors.search(scopes, vector, 50)]
         around = (props["content_hash"], near, req.bead_id)
     rows = await ctx.beads.duplicate_candidates(caller, group_id=req.group_id, around=around, cap=MAX_DEDUP_SCAN)
@@ -75,7 +75,7 @@ async def deduplicate_beads(ctx: HubContext, caller: str, req: DeduplicateBeads)
     similarities: dict[tuple[str, str], float] = {}
     if req.similarity_threshold is not None:
         probes = [req.bead_id] if req.bead_id else list(beads)
-        scopes = caller_scopes(caller, await ctx.beads.my_groups(caller))
+        scopes = caller_scopes(caller, await ctx.memberships.groups_of(caller))
         for bead_id in probes:
             row = beads[bead_id]
             if not row["vec_scope"] or row["vec_model"] != ctx.vectors.model_id:

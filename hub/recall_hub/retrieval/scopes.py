@@ -11,8 +11,8 @@ _PREFIX = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibili
 
 
 async def searchable_scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
-    """The caller's scopes (checked against the membership graph now), narrowed by the filters."""
-    groups = await ctx.beads.my_groups(caller)
+    """The caller's scopes (its groups as of the latest membership change), narrowed by the filters."""
+    groups = await ctx.memberships.groups_of(caller)
     if filters.group_id is not None:
         groups = [g for g in groups if g == filters.group_id]
     scopes = caller_scopes(caller, groups)

@@ -60,6 +60,9 @@ class Keys:
     def index_log(self) -> str:
         return f"{self.root}:index:log"
 
+    def membership_version(self) -> str:
+        return f"{self.root}:membership:version"
+
     def lock(self, name: str) -> str:
         return f"{self.root}:lock:{name}"
 

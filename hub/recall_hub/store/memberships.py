@@ -1,0 +1,41 @@
+"""The groups of a caller, read from the graph once per membership change instead of on every search.
+
+Every membership change (a group created, a member added or removed, by any hub) increments one counter
+in Redis after its graph write; a hub keeps each caller's groups with the counter value it read before
+reading them, and reads the graph again when the counter has moved. So a search pays one Redis GET
+instead of one graph query, and sees a change as soon as its writer has replied.
+
+This only chooses which scopes a search reads. Visibility itself is never taken from here: every
+candidate is screened, and every bead read, against the membership graph in the same query.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from recall_hub.store.beads import BeadStore
+from recall_hub.store.keys import Keys
+
+MAX_CALLERS = 10_000
+"""Callers whose groups a hub keeps; the least recently read are forgotten first."""
+
+
+class MembershipCache:
+    def __init__(self, beads: BeadStore, redis: Redis, keys: Keys) -> None:
+        self.beads = beads
+        self.redis = redis
+        self._key = keys.membership_version()
+        self._groups: dict[str, tuple[object, list[str]]] = {}
+
+    async def groups_of(self, caller: str) -> list[str]:
+        version: object = await self.redis.get(self._key)
+        known = self._groups.pop(caller, None)
+        groups = known[1] if known is not None and known[0] == version else await self.beads.my_groups(caller)
+        self._groups[caller] = (version, groups)  # re-inserted: the most recently read last
+        if len(self._groups) > MAX_CALLERS:
+            del self._groups[next(iter(self._groups))]
+        return list(groups)
+
+    async def changed(self) -> None:
+        """After a membership write, before its reply: every hub reads its callers' groups afresh."""
+        await self.redis.incr(self._key)
