@@ -302,10 +302,10 @@ async def test_a_search_reads_the_scopes_of_a_group_joined_or_left_a_moment_ago(
     bead = await ops.create_bead(f"{word} for the group", visibility="group", group_id=group.group_id)
     await hub.keywords.catch_up()  # another writer's bead: this reader waits for the index, not for its groups
     for mode in ("keyword", "vector", "hybrid"):  # the member's groups are now known to the hub
-        assert (await member.search_beads(word, mode=mode)).hits == [], mode
+        assert bead.bead_id not in [h.bead.bead_id for h in (await member.search_beads(word, mode=mode)).hits]
     await ops.add_member(group.group_id, member.ai_id)
     for mode in ("keyword", "vector", "hybrid"):
         assert bead.bead_id in [h.bead.bead_id for h in (await member.search_beads(word, mode=mode)).hits], mode
     await ops.remove_member(group.group_id, member.ai_id)
     for mode in ("keyword", "vector", "hybrid"):
-        assert (await member.search_beads(word, mode=mode)).hits == [], mode
+        assert bead.bead_id not in [h.bead.bead_id for h in (await member.search_beads(word, mode=mode)).hits]

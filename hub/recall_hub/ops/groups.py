@@ -70,14 +70,16 @@ async def create_group(ctx: HubContext, caller: str, req: CreateGroup) -> Group:
 
 async def add_member(ctx: HubContext, caller: str, req: AddMember) -> Group:
     outcome = await ctx.groups.set_member(caller, req.group_id, req.ai_id, req.role.value, now_ms())
+    group = _checked(outcome, req.group_id, req.ai_id)
     await ctx.memberships.changed()
-    return _checked(outcome, req.group_id, req.ai_id)
+    return group
 
 
 async def remove_member(ctx: HubContext, caller: str, req: RemoveMember) -> Group:
     outcome = await ctx.groups.remove_member(caller, req.group_id, req.ai_id)
+    group = _checked(outcome, req.group_id, req.ai_id)
     await ctx.memberships.changed()
-    return _checked(outcome, req.group_id, req.ai_id)
+    return group
 
 
 async def list_members(ctx: HubContext, caller: str, req: ListMembers) -> Group:
