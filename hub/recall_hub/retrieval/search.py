@@ -127,10 +127,7 @@ async def rank(
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = now_ms()
     if use_priors:
-        # Priors move a score by at most PRIOR_FACTOR either way, so a bead whose relevance is below
-        # the limit-th best over PRIOR_FACTOR**2 can never reach the top: no need to weigh it.
-        floor = ordered[min(limit, len(ordered)) - 1].relevance / PRIOR_FACTOR**2
-        ordered = [e for e in ordered if e.relevance >= floor]
+        ordered = _reachable(ordered, limit)
     # Screened beads are weighed as not superseded; reading them (many) tells, and demotes the few that are.
     staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
@@ -162,17 +159,23 @@ async def _admit(
         fused[bead_id] = Fused(bead_id)
 
 
+def _reachable(ordered: list[Fused], limit: int) -> list[Fused]:
+    """The candidates (best first) that priors can still lift into the top ``limit``: priors move a score
+    by at most PRIOR_FACTOR either way, so one below the limit-th best over PRIOR_FACTOR**2 never gets there."""
+    floor = ordered[min(limit, len(ordered)) - 1].relevance / PRIOR_FACTOR**2
+    return [e for e in ordered if e.relevance >= floor]
+
+
 async def _screen_one_list(
     ctx: HubContext, caller: str, fused: dict[str, Fused], filters: BeadFilters, limit: int, use_priors: bool
 ) -> dict[str, dict[str, Any]]:
     """Screening for one list (no graph context): with priors, only the candidates that can still reach
-    the top (relevance at least the limit-th best over PRIOR_FACTOR**2) — unless screening drops one of
-    them, which lowers that bar, and then the rest too."""
+    the top (:func:`_reachable`) — unless screening drops one of them, which lowers that bar, and then the
+    rest too."""
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     if not use_priors or len(ordered) <= limit:
         return await ctx.beads.screen(caller, [e.bead_id for e in ordered], filters)
-    floor = ordered[limit - 1].relevance / PRIOR_FACTOR**2
-    first = [e.bead_id for e in ordered if e.relevance >= floor]
+    first = [e.bead_id for e in _reachable(ordered, limit)]
     seen = await ctx.beads.screen(caller, first, filters)
     if len(seen) < len(first):
         seen |= await ctx.beads.screen(caller, [e.bead_id for e in ordered[len(first) :]], filters)
