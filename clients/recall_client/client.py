@@ -77,10 +77,18 @@ from recall_schemas import (
 )
 from recall_schemas import coordination as c
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, MAX_BATCH, index_seq_key
+from recall_schemas.requests import (
+    DEADLINE_HEADER,
+    INDEX_AFTER_HEADER,
+    INDEX_SEQ_HEADER,
+    MAX_BATCH,
+    REQUEST_ID_HEADER,
+    index_seq_key,
+)
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
 
 from .events import EventPublisher
+from .tracing import client_span, tracing_from_env
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +187,10 @@ class RecallClient:
 
     Requests that time out or find no hub are retried ``retries`` times with backoff; creates carry
     an idempotency key, so a retry never makes a second bead.
+
+    Every request carries a ``Recall-Request-Id`` (the same on its retries; the hub's log lines about it
+    show it). With ``tracing`` (default: ``RECALL_TRACING``) and OpenTelemetry installed, each request is
+    a client span whose trace the hub continues.
     """
 
     def __init__(
@@ -195,6 +207,7 @@ class RecallClient:
         nc: NATS | None = None,
         max_in_flight: int = 64,
         max_in_flight_bytes: int = 4 << 20,
+        tracing: bool | None = None,
     ) -> None:
         if not re.fullmatch(AI_ID_PATTERN, ai_id):
             raise InvalidRequest(f"{ai_id!r} is not an AI id (o_… or a_…)")
@@ -217,6 +230,7 @@ class RecallClient:
         self._nc = nc
         self._owns_nc = nc is None
         self._events: EventPublisher | None = None
+        self.tracing = tracing_from_env() if tracing is None else tracing
 
     async def connect(self) -> RecallClient:
         if self._nc is None:
@@ -303,6 +317,10 @@ class RecallClient:
 
     async def call(self, op: str, request: BaseModel, reply_type: type[M]) -> M:
         """Send one request and decode its reply; hub errors are raised as their typed exception."""
+        with client_span(op, self.ai_id, self.tracing) as trace_headers:
+            return await self._call(op, request, reply_type, {REQUEST_ID_HEADER: uuid.uuid4().hex, **trace_headers})
+
+    async def _call(self, op: str, request: BaseModel, reply_type: type[M], fixed_headers: Mapping[str, str]) -> M:
         subject = request_subject(self.ai_id, op)
         payload = request.model_dump_json(exclude_unset=True).encode()
         try:
@@ -312,7 +330,7 @@ class RecallClient:
                 f"{op}: this client's requests in flight left no room within {self.timeout}s; nothing was sent"
             ) from None
         try:
-            msg = await self._send(op, subject, payload)
+            msg = await self._send(op, subject, payload, fixed_headers)
         finally:
             self._in_flight.release(len(payload))
         seq = msg.headers.get(INDEX_SEQ_HEADER) if msg.headers else None
@@ -328,16 +346,16 @@ class RecallClient:
             raise error_from_reply(error)
         return reply_type.model_validate_json(msg.data)
 
-    async def _send(self, op: str, subject: str, payload: bytes) -> Msg:
+    async def _send(self, op: str, subject: str, payload: bytes, fixed_headers: Mapping[str, str]) -> Msg:
         """The reply to one request, with ``retries`` further attempts after timeouts or no responders."""
         delay = 0.1
         for attempt in range(self.retries + 1):
             # The hub skips a request still waiting for a slot when this attempt has given up on it.
-            headers = {DEADLINE_HEADER: str(time.time_ns() // 1_000_000 + int(self.timeout * 1000))}
+            headers = {**fixed_headers, DEADLINE_HEADER: str(time.time_ns() // 1_000_000 + int(self.timeout * 1000))}
             if self._index_seq is not None:
                 headers[INDEX_AFTER_HEADER] = self._index_seq
             try:
-                msg = await self.nc.request(subject, payload, timeout=self.timeout, headers=headers)
+                msg = await self._request(subject, payload, headers)
                 break
             except MaxPayloadError as exc:
                 raise PayloadTooLarge(
@@ -357,6 +375,22 @@ class RecallClient:
                 await asyncio.sleep(delay)
                 delay *= 2
         return msg
+
+    async def _request(self, subject: str, payload: bytes, headers: dict[str, str]) -> Msg:
+        """One attempt, ``timeout`` long: the request is sent again while no hub is subscribed (a hub
+        starting, restarting or reconnecting to NATS), so a short gap costs a pause, not an attempt."""
+        deadline = time.monotonic() + self.timeout
+        pause = 0.05
+        while True:
+            try:
+                return await self.nc.request(
+                    subject, payload, timeout=max(0.01, deadline - time.monotonic()), headers=headers
+                )
+            except NoRespondersError:
+                if time.monotonic() + pause >= deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     # --- beads ----------------------------------------------------------------------------------
 
@@ -705,7 +739,7 @@ class RecallClient:
     def events(self) -> EventPublisher:
         """Typed publishers of session, group and ops events, as this identity."""
         if self._events is None:
-            self._events = EventPublisher(self.nc, self.ai_id, self.timeout)
+            self._events = EventPublisher(self.nc, self.ai_id, self.timeout, self.retries)
         return self._events
 
 

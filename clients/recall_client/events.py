@@ -3,10 +3,15 @@ each event once, whatever the redeliveries)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import PubAck
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from recall_schemas import Unavailable
 from recall_schemas.coordination import TransferOps
 from recall_schemas.events import (
@@ -25,6 +30,9 @@ from recall_schemas.subjects import event_subject
 if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
 
+_NO_ACK = (NatsTimeout, NoRespondersError, NoStreamResponseError, ServiceUnavailableError)
+"""Nothing was stored, or it was and the ack was lost: either way publishing again is safe."""
+
 
 class EventPublisher:
     """``client.events``: one method per event. Each returns the JetStream acknowledgement.
@@ -36,20 +44,34 @@ class EventPublisher:
     identity could predict would let it publish first under that id and make the server drop this event.
     """
 
-    def __init__(self, nc: NATS, publisher: str, timeout: float = 5.0) -> None:
+    def __init__(self, nc: NATS, publisher: str, timeout: float = 5.0, retries: int = 2) -> None:
         self._js = nc.jetstream(timeout=timeout)
         self.publisher = publisher
+        self.timeout = timeout
+        self.retries = retries
 
     async def publish(self, event: EventBase) -> PubAck:
+        """Publish, trying again while no acknowledgement comes (a NATS node lost, a stream leader being
+        elected) for up to ``timeout`` × (``retries`` + 1): the hub applies the event once however many
+        copies are stored."""
         kind: str = getattr(event, "kind")  # noqa: B009 - every concrete event has a literal kind
-        try:
-            return await self._js.publish(
-                event_subject(self.publisher, kind),
-                event.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": f"{self.publisher}:{uuid.uuid4().hex}"},
-            )
-        except Exception as exc:
-            raise Unavailable(f"could not publish {kind}: {exc}") from exc
+        deadline = time.monotonic() + self.timeout * (self.retries + 1)
+        delay = 0.1
+        while True:
+            try:
+                return await self._js.publish(
+                    event_subject(self.publisher, kind),
+                    event.model_dump_json().encode(),
+                    timeout=max(0.1, min(self.timeout, deadline - time.monotonic())),
+                    headers={"Nats-Msg-Id": f"{self.publisher}:{uuid.uuid4().hex}"},
+                )
+            except _NO_ACK as exc:
+                if time.monotonic() + delay >= deadline:
+                    raise Unavailable(f"could not publish {kind}: {exc or type(exc).__name__}") from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            except Exception as exc:
+                raise Unavailable(f"could not publish {kind}: {exc}") from exc
 
     @staticmethod
     def _id(event_id: str | None) -> str:

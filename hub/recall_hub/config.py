@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from recall_hub.embedders import EmbedderConfig
@@ -19,6 +19,24 @@ class HubSettings(BaseSettings):
     nats_password: str | None = None
     falkordb_url: str = "redis://127.0.0.1:6379"
     redis_url: str = "redis://127.0.0.1:6379"
+    # --- read replicas (docs/operations.md "Replicas and failover"); unset: every read on the primary ---
+    falkordb_replica_url: str | None = Field(
+        default=None,
+        description="A replica of falkordb_url; searches, listings, traversal, why and context read from it",
+    )
+    redis_replica_url: str | None = Field(
+        default=None, description="A replica of redis_url; vector searches (VSIM) read from it"
+    )
+    replica_check_s: float = Field(
+        default=0.5, gt=0, le=10,
+        description="How often a hub checks its replicas' link and offset; a serving replica is at most "
+        "about two checks behind other writers",
+    )
+    replica_ack_timeout_ms: int = Field(
+        default=100, ge=1, le=10_000,
+        description="How long a write request waits (WAIT) for the replicas to have its writes; one that "
+        "does not acknowledge in time stops serving reads until it has caught up",
+    )
     graph_name: str = Field(
         default="recall", pattern=r"^[A-Za-z0-9_\-]{1,64}$",
         description="Names the graph and prefixes every Redis key: one Redis can hold several isolated hubs",
@@ -90,6 +108,29 @@ class HubSettings(BaseSettings):
         "that work (docs/benchmarks.md measures both)",
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
+    stream_replicas: int = Field(
+        default=1, ge=1, le=5,
+        description="Copies JetStream keeps of the events and dead-letter streams (and the hub's consumer): 3 in a "
+        "3-node cluster, so losing a node loses no acknowledged event",
+    )
+    # --- observability (docs/operations.md "Observability") ---
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535,
+        description="HTTP port of /metrics, /healthz and /readyz; 0: any free port; unset, '' or 'off': no server "
+        "(`recall hub` defaults to 9464)",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1", description="Address the metrics and health server binds (0.0.0.0 in a container)"
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`recall` logs as text or as JSON lines with request id, caller and op (an application embedding "
+        "the hub applies it with recall_hub.logs.configure)",
+    )
+    tracing: bool = Field(
+        default=False,
+        description="A server span per request, continuing the client's W3C trace (needs the [otel] extra)",
+    )
     # --- retention: nothing grows without bound (docs/operations.md) ---
     events_max_age_s: int = Field(
         default=3 * 86_400, ge=60, description="RECALL_EVENTS keeps an event this long (replay window)"
@@ -125,6 +166,11 @@ class HubSettings(BaseSettings):
     kv_recall_scan_max: int = Field(
         default=2_000, ge=10, description="Key-value entries unified_recall examines per request"
     )
+
+    @field_validator("metrics_port", mode="before")
+    @classmethod
+    def _metrics_off(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.strip().lower() in ("", "off", "none") else value
 
     @model_validator(mode="after")
     def _applied_events_outlive_the_stream(self) -> HubSettings:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import BlockingConnectionPool, Redis
 
@@ -27,6 +27,7 @@ from recall_hub.store.kv import KVStore
 from recall_hub.store.memberships import MembershipCache
 from recall_hub.store.outbox import OutboxStore
 from recall_hub.store.relationships import RelationshipStore
+from recall_hub.store.replica import ReplicaRoute, replica_routes
 from recall_hub.store.sessions import SessionStore
 from recall_hub.store.vectors import VectorStore
 
@@ -56,10 +57,20 @@ class HubContext:
     background: BackgroundWork
     accessed: AccessLog
     memberships: MembershipCache
+    replicas: tuple[ReplicaRoute, ...] = field(default=())
+    """Read replicas, each watched by a task of its own (store/replica.py); empty: every read on the primary."""
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
-        graph = GraphStore(settings.falkordb_url, settings.graph_name)
+        graph_replica, vector_replica = replica_routes(
+            falkordb=(settings.falkordb_url, settings.falkordb_replica_url),
+            redis=(settings.redis_url, settings.redis_replica_url),
+            barrier_key=Keys(settings.graph_name).replica_barrier(),
+            check_s=settings.replica_check_s,
+            ack_timeout_ms=settings.replica_ack_timeout_ms,
+        )
+        replicas = tuple(dict.fromkeys(r for r in (graph_replica, vector_replica) if r is not None))
+        graph = GraphStore(settings.falkordb_url, settings.graph_name, replica=graph_replica)
         await graph.ensure_schema()
         # Blocking: a burst beyond the pool waits for a connection instead of failing (redis-py's default
         # pool raises "Too many connections" past 100).
@@ -69,10 +80,12 @@ class HubContext:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()
         keys = Keys(settings.graph_name)
-        vectors = VectorStore(redis, keys, embedder.model_id, quantization=settings.vector_quantization)
+        vectors = VectorStore(
+            redis, keys, embedder.model_id, quantization=settings.vector_quantization, replica=vector_replica
+        )
         beads = BeadStore(graph)
         index_log = IndexLog(redis, keys, settings.index_log_max)
-        return cls(
+        ctx = cls(
             settings=settings,
             graph=graph,
             redis=redis,
@@ -99,9 +112,15 @@ class HubContext:
             background=BackgroundWork(),
             accessed=AccessLog(graph),
             memberships=MembershipCache(beads, redis, keys),
+            replicas=replicas,
         )
+        for replica in replicas:
+            replica.start()
+        return ctx
 
     async def aclose(self) -> None:
+        for replica in self.replicas:
+            await replica.aclose()
         await self.graph.aclose()
         await self.redis.aclose()
         await self.embedder.aclose()

@@ -38,6 +38,9 @@ client keeps the largest it has seen and sends it as :data:`INDEX_AFTER_HEADER`.
 INDEX_AFTER_HEADER = "Recall-Index-After"
 """Request header: a search first brings the hub's keyword index up to this position (bounded), so a
 caller finds its own writes whichever hub answers."""
+REQUEST_ID_HEADER = "Recall-Request-Id"
+"""Request header: an id the caller chooses for one request (the same on its retries); the hub's log lines
+about the request carry it, and makes one up when a request has none."""
 
 
 def index_seq_key(seq: str) -> tuple[int, int]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from recall_hub.context import HubContext
 from recall_hub.ops.indexing import attributes, bead_text, embed_texts, sync_bead_vector
+from recall_hub.outages import log_failure
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
@@ -59,8 +60,8 @@ async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
     sweep and never turns an acknowledged write into an error."""
     try:
         await settle(ctx, bead_id)
-    except Exception:
-        log.exception("after-commit work of %s left for the sweep", bead_id)
+    except Exception as exc:
+        log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)
 
 
 async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
@@ -183,8 +184,8 @@ async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> in
         try:
             if await settle(ctx, bead_id, wait_s=0.5):
                 settled += 1
-        except Exception:
-            log.exception("outbox sweep: %s left for the next pass", bead_id)
+        except Exception as exc:
+            log_failure(log, f"outbox sweep: {bead_id} left for the next pass", exc)
     return settled
 
 
@@ -196,7 +197,7 @@ async def sweep_forever(ctx: HubContext, interval_s: float, grace_ms: int) -> No
         try:
             while await sweep(ctx, older) > 0:
                 pass
-        except Exception:
-            log.exception("outbox sweep failed")
+        except Exception as exc:
+            log_failure(log, "outbox sweep failed", exc)
         older = grace_ms
         await asyncio.sleep(interval_s)

@@ -32,6 +32,7 @@ from recall_schemas.models import RESERVED_METADATA_PREFIX
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_created, settle_quietly
 from recall_hub.store.records import bead_from_props, content_hash
+from recall_hub.store.replica import request_scope
 from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,13 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
     return bead_from_props(visible)
 
 
+async def _settle_in_background(ctx: HubContext, bead_id: str) -> None:
+    """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
+    a read that waits for it (``wait_for_earlier``) finds them on a replica."""
+    async with request_scope(stale_reads=False):
+        await settle_quietly(ctx, bead_id)
+
+
 async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
     """Store a bead as one atomic query.
 
@@ -96,7 +104,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     stored, created = outcome
     bead_id = stored["bead_id"]
     if not (created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-        lambda: settle_quietly(ctx, bead_id), name=f"recall-settle-{bead_id}"
+        lambda: _settle_in_background(ctx, bead_id), name=f"recall-settle-{bead_id}"
     )):
         await settle_quietly(ctx, bead_id)
     else:

@@ -4,6 +4,9 @@ Every operation of :data:`recall_schemas.OPERATIONS` is served by the async func
 name in exactly one module of :data:`MODULES`; the table is built from that rule when this module is
 imported, so an operation without a handler (or with two) stops the hub from starting. Transport-free:
 tests call :func:`dispatch` directly.
+
+Each call is one request scope (:func:`recall_hub.store.replica.request_scope`): the operations of
+:data:`STALE_READS` may read from a replica, and a request that wrote returns once the replicas have it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from recall_hub.ops import (
     sessions,
 )
 from recall_hub.retrieval import search
+from recall_hub.store.replica import request_scope
 
 Handler = Callable[[HubContext, str, Any], Awaitable[BaseModel]]
 
@@ -54,6 +58,16 @@ def _handlers() -> dict[str, Handler]:
 
 HANDLERS: dict[str, Handler] = _handlers()
 
+STALE_READS = frozenset({
+    "search_beads", "find_similar", "why", "context", "unified_recall",
+    "get_by_session", "get_by_group", "get_by_tag", "get_recent", "rank_by_importance",
+    "get_relationships", "traverse_graph",
+})
+"""Operations whose reads a replica may serve: searches, listings, traversal, why and context. Every other
+operation reads the primary: writes, reads that guard a write (membership, versions), and reads a caller
+uses to check what it has just done (``get_bead`` after a create, ``list_members`` after ``add_member``)."""
+
 
 async def dispatch(ctx: HubContext, caller: str, op: str, request: BaseModel) -> BaseModel:
-    return await HANDLERS[op](ctx, caller, request)
+    async with request_scope(stale_reads=op in STALE_READS):
+        return await HANDLERS[op](ctx, caller, request)

@@ -54,13 +54,22 @@ from recall_schemas import (
 )
 from recall_schemas.coordination import ChangeBatch, Notification, UnifiedRecallResult
 from recall_schemas.ids import AI_ID_PATTERN
-from recall_schemas.requests import DEADLINE_HEADER, INDEX_AFTER_HEADER, INDEX_SEQ_HEADER, index_seq_key
+from recall_schemas.requests import (
+    DEADLINE_HEADER,
+    INDEX_AFTER_HEADER,
+    INDEX_SEQ_HEADER,
+    REQUEST_ID_HEADER,
+    index_seq_key,
+)
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
 
 from recall_hub.context import HubContext
+from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
 from recall_hub.ops.listing import PAGED_OPERATIONS, cursor_after
 from recall_hub.retrieval.search import KEYWORD_READERS, render
+from recall_hub.service.metrics import HubMetrics
+from recall_hub.service.tracing import Tracing
 from recall_hub.store.audit import bead_ids_of
 from recall_hub.store.index_log import ZERO
 from recall_hub.timeutil import now_ms
@@ -91,6 +100,16 @@ def caller_token(subject: str) -> str:
     if not _AI_ID.fullmatch(caller):
         raise InvalidRequest(f"caller id {caller!r} in the subject is not an AI id")
     return caller
+
+
+def request_id_of(headers: Mapping[str, str] | None) -> str:
+    """The request's ``Recall-Request-Id`` (cut to 64 printable characters), or a new id."""
+    given = headers.get(REQUEST_ID_HEADER) if headers else None
+    if given:
+        printable = "".join(ch for ch in given[:64] if ch.isprintable())
+        if printable:
+            return printable
+    return uuid.uuid4().hex
 
 
 def deadline_of(headers: Mapping[str, str] | None) -> int | None:
@@ -425,13 +444,17 @@ class HubEndpoint(Endpoint):
     ``Endpoint`` subscribes with nats-py's defaults (512k messages / 128 MB pending per subscription) and
     times only its handler, which here hands the request to a task in microseconds and never fails. This
     one subscribes with ``endpoint_pending_msgs/bytes`` and is told, by :meth:`record`, when each request
-    was answered and whether with an error, so ``$SRV.STATS`` shows real processing times and errors.
+    was answered and whether with an error, so ``$SRV.STATS`` and the Prometheus metrics show real
+    processing times and errors.
     """
 
-    def __init__(self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int) -> None:
+    def __init__(
+        self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int, metrics: HubMetrics
+    ) -> None:
         super().__init__(service, config)
         self.pending_msgs = pending_msgs
         self.pending_bytes = pending_bytes
+        self.metrics = metrics
 
     async def _start(self) -> None:
         assert not self._subscription
@@ -446,25 +469,36 @@ class HubEndpoint(Endpoint):
     async def _handle_request(self, msg: Msg) -> None:
         await self._handler(Request(msg))
 
-    def record(self, started_ns: int, error: str | None) -> None:
-        """One request answered (or dropped), ``started_ns`` (``perf_counter_ns``) after it arrived."""
+    def record(self, started_ns: int, error: str | None = None, code: str | None = None) -> None:
+        """One request answered (or dropped), ``started_ns`` (``perf_counter_ns``) after it arrived; on failure
+        ``error`` describes it (for ``$SRV.STATS``) and ``code`` names it (an error code, ``dropped`` or
+        ``reply_failed``)."""
+        elapsed_ns = time.perf_counter_ns() - started_ns
         self._num_requests += 1
-        self._processing_time += time.perf_counter_ns() - started_ns
+        self._processing_time += elapsed_ns
         self._average_processing_time = self._processing_time // self._num_requests
         if error is not None:
             self._num_errors += 1
             self._last_error = error  # type: ignore[assignment]
+        self.metrics.request_done(self._name, elapsed_ns / 1e9, code if error is not None else None)
 
 
 class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
-    def __init__(self, ctx: HubContext, nc: NATS, version: str = "0.1.0") -> None:
+    def __init__(self, ctx: HubContext, nc: NATS, version: str = "0.1.0", metrics: HubMetrics | None = None) -> None:
         self.ctx = ctx
         self.nc = nc
         self.version = version
         self._service: Service | None = None
         settings = ctx.settings
+        self.metrics = metrics if metrics is not None else HubMetrics()
+        self.metrics.know_operations(OPERATIONS)
+        self.tracing = Tracing(settings.tracing)
+        self.serving = False
+        """True while the endpoints are subscribed."""
+        self.metrics_url: str | None = None
+        """Where this process serves /metrics, /healthz and /readyz (None: ``metrics_port`` unset)."""
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self.limits = CallerLimits(settings.caller_max_running, settings.caller_max_requests, settings.caller_max_bytes)
         self.endpoints: dict[str, HubEndpoint] = {}
@@ -504,10 +538,13 @@ class HubService:
             config = EndpointConfig(
                 name=op, subject=endpoint_subject(op), handler=self._handler(op), queue_group=HUB_QUEUE_GROUP
             )
-            endpoint = HubEndpoint(service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes)
+            endpoint = HubEndpoint(
+                service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes, self.metrics
+            )
             self.endpoints[op] = endpoint
             await endpoint._start()
             service._endpoints.append(endpoint)
+        self.serving = True
         log.info("hub serving %d operations on %s", len(OPERATIONS), endpoint_subject("<op>"))
 
     def _handler(self, op: str) -> Callable[[Request], Awaitable[None]]:
@@ -523,7 +560,8 @@ class HubService:
                     request.subject,
                     request._msg.reply,
                 )
-                endpoint.record(started, "dropped: the reply subject is not the caller's inbox")
+                self.metrics.drop("foreign_inbox")
+                endpoint.record(started, "dropped: the reply subject is not the caller's inbox", "dropped")
                 return
             size = len(request.data)
             try:
@@ -534,19 +572,27 @@ class HubService:
                     raise PayloadTooLarge(
                         f"payload of {size} bytes exceeds the limit of {self.ctx.settings.max_payload_bytes}"
                     )
-                admitted = self.limits.admit(caller, size)
+                admitted = self._admit(caller, size)
             except RecallError as exc:
-                endpoint.record(started, _describe(exc))
+                endpoint.record(started, _describe(exc), exc.code.value)
                 try:
                     await _answer_error(request, exc)
                 except Exception:
                     log.exception("could not reply to %s", op)
                 return
+            self.metrics.in_flight.labels(op).inc()
             task = asyncio.create_task(self._serve(op, request, started, caller, admitted, size, deadline))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         return on_request
+
+    def _admit(self, caller: str, size: int) -> _Caller:
+        try:
+            return self.limits.admit(caller, size)
+        except Unavailable:
+            self.metrics.rejected("busy")
+            raise
 
     async def _catch_up_to(self, headers: Mapping[str, str] | None) -> None:
         """Bring the keyword index up to the caller's last write (from any hub), within a bound."""
@@ -565,6 +611,11 @@ class HubService:
                 self.ctx.settings.index_wait_s,
                 self.ctx.keywords.applied,
             )
+        except Exception as exc:  # the index log's Redis away (a dead primary): the wait is for freshness only
+            log.warning(
+                "keyword index cannot catch up to %s (%s: %s); answering from %s",
+                after[:64], type(exc).__name__, exc, self.ctx.keywords.applied,
+            )
 
     def _check_deadline(self, deadline: int | None, stage: str) -> None:
         """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
@@ -572,6 +623,7 @@ class HubService:
             return
         now = now_ms()
         if now > deadline + self.ctx.settings.deadline_grace_ms:
+            self.metrics.rejected("deadline")
             raise RecallTimeout(
                 f"skipped: the caller's deadline passed {now - deadline} ms before the hub could start it",
                 {"reason": "deadline", "stage": stage, "deadline": deadline, "hub_time": now},
@@ -588,35 +640,47 @@ class HubService:
         deadline: int | None,
     ) -> None:
         error: str | None = None
-        try:
+        code: str | None = None
+        with (
+            serving(request_id_of(request.headers), caller, op),
+            self.tracing.server_span(op, caller, request.headers) as span,
+        ):
             try:
-                async with admitted.running, self._slots:
-                    self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
-                    if op in KEYWORD_READERS:
-                        await self._catch_up_to(request.headers)
-                    body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
-            except RecallError as exc:
-                error = _describe(exc)
-                await _answer_error(request, exc)
-                return
-            except Exception:
-                ref = uuid.uuid4().hex[:12]
-                log.exception("internal error %s in %s", ref, op)
-                internal = InternalError(f"internal error (ref {ref})", {"ref": ref})
-                error = _describe(internal)
-                await _answer_error(request, internal)
-                return
-            if request._msg.reply:
-                seq = self.ctx.index_log.last_appended
-                await request.respond(body, headers={INDEX_SEQ_HEADER: seq} if seq != ZERO else None)
-        except Exception as failure:
-            log.exception("could not reply to %s", op)
-            error = error or f"reply failed: {type(failure).__name__}"
-        finally:
-            self.limits.release(caller, admitted, size)
-            self.endpoints[op].record(started, error)
+                try:
+                    async with admitted.running, self._slots:
+                        self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
+                        if op in KEYWORD_READERS:
+                            await self._catch_up_to(request.headers)
+                        body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
+                except RecallError as exc:
+                    error, code = _describe(exc), exc.code.value
+                    await _answer_error(request, exc)
+                    return
+                except Exception:
+                    ref = uuid.uuid4().hex[:12]
+                    log.exception("internal error %s in %s", ref, op)
+                    internal = InternalError(f"internal error (ref {ref})", {"ref": ref})
+                    error, code = _describe(internal), internal.code.value
+                    await _answer_error(request, internal)
+                    return
+                if request._msg.reply:
+                    seq = self.ctx.index_log.last_appended
+                    await request.respond(body, headers={INDEX_SEQ_HEADER: seq} if seq != ZERO else None)
+            except Exception as failure:
+                log.exception("could not reply to %s", op)
+                error = error or f"reply failed: {type(failure).__name__}"
+                code = code or "reply_failed"
+            finally:
+                self.limits.release(caller, admitted, size)
+                self.metrics.in_flight.labels(op).dec()
+                self.endpoints[op].record(started, error, code)
+                span.finish(code)
+                if log.isEnabledFor(logging.DEBUG):
+                    took_ms = (time.perf_counter_ns() - started) / 1e6
+                    log.debug("%s by %s: %s in %.1f ms", op, caller, code or "ok", took_ms)
 
     async def stop(self) -> None:
+        self.serving = False
         if self._service is not None:
             await self._service.stop()
         if self._tasks:

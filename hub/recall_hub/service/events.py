@@ -38,7 +38,6 @@ from typing import Literal
 
 import nats.errors
 import nats.js.errors
-import redis.exceptions
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -52,7 +51,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from pydantic import ValidationError
-from recall_schemas import RecallError, Unavailable, describe_validation
+from recall_schemas import RecallError, describe_validation
 from recall_schemas.events import EVENT_ADAPTER, EVENT_KINDS, DeadLetter, Event
 from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN
 from recall_schemas.subjects import (
@@ -67,6 +66,7 @@ from recall_schemas.subjects import (
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.events import apply_event
+from recall_hub.outages import STORE_DOWN, log_failure
 from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,12 @@ MAX_OUTCOMES = 10_000
 MAX_REASON = 2000
 
 _IDENTITY = re.compile(f"{AI_ID_PATTERN}|{SERVICE_ID_PATTERN}")
-_STORE_DOWN = (Unavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
+
+
+_NATS_DOWN = (
+    nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError, nats.errors.NoRespondersError,
+    nats.errors.TimeoutError, nats.errors.StaleConnectionError, nats.js.errors.ServiceUnavailableError,
+)
 
 
 def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
@@ -97,6 +102,7 @@ def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
         max_bytes=settings.events_max_bytes,
         max_msg_size=settings.event_max_bytes,
         duplicate_window=DUPLICATE_WINDOW_S,
+        num_replicas=settings.stream_replicas,
     )
     dead_letters = StreamConfig(
         name=DEAD_LETTER_STREAM,
@@ -108,6 +114,7 @@ def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
         max_bytes=settings.dead_letters_max_bytes,
         max_msg_size=DEAD_LETTER_MAX_BYTES,
         duplicate_window=120.0,  # letters carry the event's stream sequence as id: one letter per event
+        num_replicas=settings.stream_replicas,
     )
     return events, dead_letters
 
@@ -227,8 +234,7 @@ class EventConsumer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if not isinstance(exc, nats.errors.ConnectionClosedError | nats.errors.ConnectionReconnectingError):
-                    log.exception("event fetch failed")
+                log_failure(log, "event fetch failed", exc, STORE_DOWN + _NATS_DOWN)
                 await asyncio.sleep(self.settings.event_retry_delay_s)
                 continue
             fetched = time.monotonic()
@@ -260,7 +266,7 @@ class EventConsumer:
         except _Dead as dead:
             await self._dead(msg, data, publisher, event_id, dead.code, dead.reason)
             return
-        except _STORE_DOWN as exc:
+        except STORE_DOWN as exc:
             reason = "applying took too long" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             await self._retry_or_dead(msg, data, publisher, event_id, reason)
             return

@@ -7,7 +7,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import nats
@@ -20,6 +20,9 @@ from recall_hub.ops.after_commit import sweep_forever
 from recall_hub.ops.indexing import repair
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import EventConsumer
+from recall_hub.service.health import Readiness
+from recall_hub.service.metrics import BacklogSampler, HubMetrics
+from recall_hub.service.status_server import StatusServer
 from recall_hub.store.upgrade import legacy_keys_present
 
 log = logging.getLogger(__name__)
@@ -30,13 +33,16 @@ class _ConnectionLog:
     because an endpoint's subscription is over its pending limits (a local slow consumer) are counted and
     logged at most once a second, not once each with a traceback."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_drop: Callable[[], None] | None = None) -> None:
         self.dropped = 0
+        self._on_drop = on_drop
         self._logged_at = 0.0
 
     async def error(self, exc: Exception) -> None:
         if isinstance(exc, nats.errors.SlowConsumerError):
             self.dropped += 1
+            if self._on_drop is not None:
+                self._on_drop()
             now = time.monotonic()
             if now - self._logged_at >= 1.0:
                 self._logged_at = now
@@ -52,8 +58,11 @@ class _ConnectionLog:
         log.warning("NATS: reconnected")
 
 
-async def connect_nats(settings: HubSettings, name: str = "recall-hub") -> NATS:
-    events = _ConnectionLog()
+async def connect_nats(
+    settings: HubSettings, name: str = "recall-hub", on_drop: Callable[[], None] | None = None
+) -> NATS:
+    """The hub's NATS connection; ``on_drop`` is told of each request dropped as a slow consumer."""
+    events = _ConnectionLog(on_drop)
     options: dict[str, object] = {
         "servers": [url.strip() for url in settings.nats_url.split(",")],
         "name": name,
@@ -81,8 +90,9 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
             "NATS AUTH IS OFF: any client can claim any AI id. Use this only for local development."
         )
     ctx = await HubContext.connect(settings)
-    nc = await connect_nats(settings)
-    service = HubService(ctx, nc)
+    metrics = HubMetrics()
+    nc = await connect_nats(settings, on_drop=lambda: metrics.drop("slow_consumer"))
+    service = HubService(ctx, nc, metrics=metrics)
     consumer = EventConsumer(ctx, nc)
     service.events = consumer
     # Beads whose vector write failed (or that predate this model) are embedded in the background
@@ -95,7 +105,9 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     sweeper: asyncio.Task[None] | None = None
     follower: asyncio.Task[None] | None = None
     reads: asyncio.Task[None] | None = None
+    status: StatusServer | None = None
     try:
+        status = await _start_status_server(settings, service)  # /readyz says what is missing until the end
         # The keyword index lives in this process: built from the graph before the first request.
         began = time.perf_counter()
         indexed = await ctx.keywords.rebuild()
@@ -121,8 +133,26 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         await service.stop()
         with contextlib.suppress(Exception):  # the graph may be down; a few read times are all it loses
             await ctx.accessed.flush()
+        if status is not None:
+            await status.stop()
         await nc.drain()
         await ctx.aclose()
+
+
+async def _start_status_server(settings: HubSettings, service: HubService) -> StatusServer | None:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``metrics_port``, when set; ``service.metrics_url``."""
+    if settings.metrics_port is None:
+        return None
+    sampler = BacklogSampler(service.metrics, service.ctx, service.nc)
+
+    async def exposition() -> bytes:
+        await sampler.sample()
+        return service.metrics.exposition()
+
+    status = StatusServer(settings.metrics_host, settings.metrics_port, exposition, Readiness(service).problems)
+    await status.start()
+    service.metrics_url = status.url
+    return status
 
 
 async def _warn_about_legacy_keys(ctx: HubContext) -> None:

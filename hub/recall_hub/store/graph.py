@@ -1,20 +1,25 @@
 """FalkorDB access: one connection pool, the schema (indexes), and error mapping.
 
 Every query the hub runs goes through :meth:`GraphStore.query` with parameters; no caller text is
-ever spliced into Cypher.
+ever spliced into Cypher. With a read replica (:mod:`recall_hub.store.replica`) read-only queries may
+be served by it: writes, and reads that must see them, go to the primary.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from recall_schemas import InvalidRequest, Unavailable
 from redis.asyncio import BlockingConnectionPool
 
+from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
+
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 INDEXES = [
     "CREATE INDEX FOR (b:Bead) ON (b.bead_id)",
@@ -39,18 +44,29 @@ DROP_FULLTEXT = "CALL db.idx.fulltext.drop('Bead')"
 
 
 class GraphStore:
-    def __init__(self, url: str, graph_name: str, max_connections: int = 32) -> None:
+    def __init__(
+        self, url: str, graph_name: str, max_connections: int = 32, replica: ReplicaRoute | None = None
+    ) -> None:
         self._pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10)
         self._db = FalkorDB(connection_pool=self._pool)
         self.graph = self._db.select_graph(graph_name)
         self.graph_name = graph_name
+        self.replica = replica
+        self._replica_graph = (
+            None if replica is None
+            else FalkorDB(connection_pool=replica.replica.connection_pool).select_graph(graph_name)
+        )
 
     async def ensure_schema(self) -> None:
         existing = await self._existing_indexes()
         for statement in INDEXES:
             label, prop = _index_target(statement)
             if (label, prop) not in existing:
-                await self.query(statement)
+                try:
+                    await self.query(statement)
+                except redis.exceptions.ResponseError as exc:
+                    if "already indexed" not in str(exc):  # another hub starting beside this one made it
+                        raise
         if ("Bead", "title", "fulltext") in existing:
             await self.query(DROP_FULLTEXT)
 
@@ -69,12 +85,28 @@ class GraphStore:
         return found
 
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Run a (possibly writing) query; its rows."""
+        """Run a (possibly writing) query on the primary; its rows."""
+        self._note_write()
         return await self._run(self.graph.query, cypher, params)
 
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Run a read-only query; its rows."""
-        return await self._run(self.graph.ro_query, cypher, params)
+        """Run a read-only query (on the replica when this read may be stale); its rows."""
+        return await self._read(lambda graph: self._run(graph.ro_query, cypher, params))
+
+    async def _read(self, run: Callable[[Any], Awaitable[_T]]) -> _T:
+        """``run(graph)`` on the replica's graph when the replica serves this read — on the primary's if
+        that fails (the replica then stops serving) — else on the primary's."""
+        replica = self.replica
+        if self._replica_graph is not None and replica is not None and replica.serves_this_read():
+            try:
+                return await run(self._replica_graph)
+            except (Unavailable, *REPLICA_READ_FAILURES) as exc:
+                replica.read_failed(exc.__cause__ or exc)
+        return await run(self.graph)
+
+    def _note_write(self) -> None:
+        if self.replica is not None:
+            self.replica.note_write()
 
     async def _run(self, execute: Any, cypher: str, params: dict[str, Any] | None) -> list[list[Any]]:
         _reject_nul(params)
@@ -92,9 +124,14 @@ class GraphStore:
         coroutine per value (20 beads as property maps: about a third less time than as nodes)."""
         _reject_nul(params)
         query = self.graph._build_params_header(params or {}) + cypher
-        command = "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY"
+        if not read_only:
+            self._note_write()
+            return await self._values(self.graph, "GRAPH.QUERY", query)
+        return await self._read(lambda graph: self._values(graph, "GRAPH.RO_QUERY", query))
+
+    async def _values(self, graph: Any, command: str, query: str) -> Rows:
         try:
-            reply = await self.graph.execute_command(command, self.graph_name, query, "--compact")
+            reply = await graph.execute_command(command, self.graph_name, query, "--compact")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
         rows = Rows([[_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else [])

@@ -75,6 +75,14 @@ class IndexLog:
         rows: list[Any] = await self.redis.xrange(self.key, min=f"({seq}", max="+", count=count) or []
         return [(_text(entry_id), _text((fields or {}).get(b"b", b""))) for entry_id, fields in rows]
 
+    async def backlog(self, seq: str, count_max: int) -> tuple[int, int | None]:
+        """``(entries, first_ms)``: how many entries follow ``seq`` (counted up to ``count_max``) and when the
+        first of them was written (epoch ms; None when there is none)."""
+        rows: list[Any] = await self.redis.xrange(self.key, min=f"({seq}", max="+", count=count_max) or []
+        if not rows:
+            return 0, None
+        return len(rows), seq_key(_text(rows[0][0]))[0]
+
     async def wait_after(self, seq: str, block_ms: int) -> bool:
         """Block up to ``block_ms`` until an entry after ``seq`` exists; True when there is one."""
         reply = await self.redis.xread({self.key: seq}, count=1, block=block_ms)

@@ -28,6 +28,17 @@ def is_legacy_key(key: str) -> bool:
 GRAPH_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
+BACKED_UP = ("kv", "changes", "audit", "outbox:done")
+"""The key families a backup holds (relative to the graph's namespace): key-value memory, change logs,
+audit streams, and the step markers of unfinished outbox entries. Every other key is derived or
+operational (vector sets, the index log, applied event ids, locks, the membership counter)."""
+
+
+def backed_up_family(name: str) -> str | None:
+    """The family of :data:`BACKED_UP` a relative key name belongs to, if any."""
+    return next((family for family in BACKED_UP if name.startswith(f"{family}:") and len(name) > len(family) + 1), None)
+
+
 class Keys:
     def __init__(self, graph_name: str) -> None:
         if not GRAPH_NAME.fullmatch(graph_name):
@@ -63,6 +74,10 @@ class Keys:
     def membership_version(self) -> str:
         return f"{self.root}:membership:version"
 
+    def replica_barrier(self) -> str:
+        """What a write request increments before ``WAIT`` (store/replica.py): WAIT counts a connection's writes."""
+        return f"{self.root}:replica:barrier"
+
     def lock(self, name: str) -> str:
         return f"{self.root}:lock:{name}"
 
@@ -78,6 +93,33 @@ class Keys:
     def scratch(self, name: str) -> str:
         """A key for a measurement's throw-away data (the vector study), never read by a hub."""
         return f"{self.root}:scratch:{name}"
+
+    # --- backups (store/backup.py) ----------------------------------------------------------------
+
+    def backup_copies(self, token: str) -> str:
+        """Where one backup keeps its point-in-time copies of this graph's keys while it reads them."""
+        return f"{self.root}:backup:{token}"
+
+    def backup_copy(self, token: str, name: str) -> str:
+        """The copy one backup made of the key named ``name`` (relative to the namespace: ``kv:a_x``)."""
+        return f"{self.backup_copies(token)}:{name}"
+
+    def family_pattern(self, family: str) -> str:
+        """Every key of one family of :data:`BACKED_UP` (SCAN MATCH)."""
+        return f"{self.root}:{family}:*"
+
+    def absolute(self, name: str) -> str:
+        """The key of this graph a backup file names ``name``, relative to the namespace (``kv:a_x``); only
+        a family :data:`BACKED_UP` lists."""
+        if backed_up_family(name) is None:
+            raise ValueError(f"{name!r} is not a key a backup holds")
+        return f"{self.root}:{name}"
+
+    @staticmethod
+    def outbox_entry_of(name: str) -> str | None:
+        """The outbox entry a step marker (relative name ``outbox:done:<entry>:<step>``) belongs to."""
+        parts = name.split(":", 3)
+        return parts[2] if len(parts) == 4 and parts[:2] == ["outbox", "done"] else None
 
     def from_legacy(self, key: str) -> str | None:
         """This graph's key for a key of the first release's layout; None for any other key (a key of

@@ -11,10 +11,12 @@ candidate is screened, and every bead read, against the membership graph in the 
 
 from __future__ import annotations
 
+import redis.exceptions
 from redis.asyncio import Redis
 
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.keys import Keys
+from recall_hub.store.replica import fresh_reads
 
 MAX_CALLERS = 10_000
 """Callers whose groups a hub keeps; the least recently read are forgotten first."""
@@ -28,9 +30,18 @@ class MembershipCache:
         self._groups: dict[str, tuple[object, list[str]]] = {}
 
     async def groups_of(self, caller: str) -> list[str]:
-        version: object = await self.redis.get(self._key)
+        try:
+            version: object = await self.redis.get(self._key)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            # No counter to trust (the primary is away): read the groups, not kept — from the replica when
+            # it serves this request's reads, which is what lets a search go on while the primary is down.
+            return await self.beads.my_groups(caller)
         known = self._groups.pop(caller, None)
-        groups = known[1] if known is not None and known[0] == version else await self.beads.my_groups(caller)
+        if known is not None and known[0] == version:
+            groups = known[1]
+        else:
+            with fresh_reads():  # from the primary: a replica could still hold the groups before this version
+                groups = await self.beads.my_groups(caller)
         self._groups[caller] = (version, groups)  # re-inserted: the most recently read last
         if len(self._groups) > MAX_CALLERS:
             del self._groups[next(iter(self._groups))]

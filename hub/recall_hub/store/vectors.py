@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import redis.exceptions
@@ -23,9 +23,11 @@ from recall_schemas import BeadFilters, Unavailable
 from redis.asyncio import Redis
 
 from recall_hub.store.keys import Keys
+from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 ATTRIBUTE_FIELDS = ("bead_type", "importance", "created_at", "status", "tags", "created_by", "session_id", "group_id")
 
@@ -79,8 +81,12 @@ class VectorHit:
 
 
 class VectorStore:
-    def __init__(self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", ef: int = 200) -> None:
+    def __init__(
+        self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", ef: int = 200,
+        replica: ReplicaRoute | None = None,
+    ) -> None:
         self.redis = redis
+        self.replica = replica
         self.model_id = model_id
         self.quantization = quantization
         self.ef = ef
@@ -92,7 +98,23 @@ class VectorStore:
     def all_keys_pattern(self, any_model: bool = False) -> str:
         return f"{self.keys.vector_root(None if any_model else self.model_id)}:*"
 
+    def _note_write(self) -> None:
+        if self.replica is not None:
+            self.replica.note_write()
+
+    async def _read(self, run: Callable[[Redis], Awaitable[_T]]) -> _T:
+        """``run(client)`` on the replica when it serves this read (on the primary if that fails, and the
+        replica stops serving), else on the primary."""
+        replica = self.replica
+        if replica is not None and replica.serves_this_read():
+            try:
+                return await run(replica.replica)
+            except (Unavailable, *REPLICA_READ_FAILURES) as exc:
+                replica.read_failed(exc.__cause__ or exc)
+        return await run(self.redis)
+
     async def add(self, bead_id: str, scope: str, vector: np.ndarray, attributes: dict[str, Any]) -> None:
+        self._note_write()
         try:
             await self.redis.execute_command(  # type: ignore[no-untyped-call]
                 "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), bead_id,
@@ -103,6 +125,7 @@ class VectorStore:
 
     async def add_many(self, items: list[tuple[str, str, np.ndarray, dict[str, Any]]]) -> None:
         """:meth:`add` for ``(bead_id, scope, vector, attributes)`` items, in one round trip."""
+        self._note_write()
         pipe = self.redis.pipeline(transaction=False)
         for bead_id, scope, vector, attrs in items:
             pipe.execute_command(
@@ -116,6 +139,7 @@ class VectorStore:
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
         """Replace the filter attributes of a stored vector; False if the set holds no such vector."""
+        self._note_write()
         try:
             done = await self.redis.execute_command(  # type: ignore[no-untyped-call]
                 "VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
@@ -124,13 +148,14 @@ class VectorStore:
         return bool(done)
 
     async def remove(self, bead_id: str, scope: str) -> None:
+        self._note_write()
         try:
             await self.redis.vset().vrem(self.key(scope), bead_id)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"vector store unreachable: {exc}") from exc
 
     async def vector(self, bead_id: str, scope: str) -> np.ndarray | None:
-        raw = await self.redis.vset().vemb(self.key(scope), bead_id)
+        raw = await self._read(lambda client: self._vemb(client, self.key(scope), bead_id))
         if not raw:
             return None
         return np.asarray(raw, dtype=np.float32)
@@ -140,17 +165,8 @@ class VectorStore:
     ) -> list[VectorHit]:
         """The ``k`` nearest beads across ``scopes`` (one VSIM per set, in one round trip)."""
         blob = vector.astype(np.float32).tobytes()
-        pipe = self.redis.pipeline(transaction=False)
         keys = [self.key(s) for s in scopes]
-        for key in keys:
-            args: list[Any] = ["VSIM", key, "FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(self.ef, k)]
-            if filter_expr:
-                args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
-            pipe.execute_command(*args)
-        try:
-            replies = await pipe.execute(raise_on_error=False)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"vector store unreachable: {exc}") from exc
+        replies = await self._read(lambda client: self._vsim(client, keys, blob, k, filter_expr))
         hits: dict[str, float] = {}
         for key, reply in zip(keys, replies, strict=True):
             if isinstance(reply, Exception):
@@ -161,6 +177,25 @@ class VectorStore:
                 hits[element] = max(hits.get(element, -1.0), 2.0 * score - 1.0)
         ranked = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return [VectorHit(bead_id=b, similarity=s) for b, s in ranked]
+
+    async def _vsim(self, client: Redis, keys: list[str], blob: bytes, k: int, filter_expr: str | None) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            args: list[Any] = ["VSIM", key, "FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(self.ef, k)]
+            if filter_expr:
+                args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
+            pipe.execute_command(*args)
+        try:
+            return list(await pipe.execute(raise_on_error=False))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"vector store unreachable: {exc}") from exc
+
+    @staticmethod
+    async def _vemb(client: Redis, key: str, bead_id: str) -> Any:
+        try:
+            return await client.vset().vemb(key, bead_id)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            raise Unavailable(f"vector store unreachable: {exc}") from exc
 
     async def scope_sizes(self) -> dict[str, int]:
         sizes = {}

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recall_hub.config import HubSettings
+from recall_hub.logs import LOG_FORMATS, format_from_env
+from recall_hub.logs import configure as configure_logging
 from recall_hub.tooling.stack import (
     APPENDFSYNC,
     DURABILITY,
@@ -19,9 +24,12 @@ from recall_hub.tooling.stack import (
     StackError,
     default_data_dir,
     holds_data,
+    running_state,
 )
+from recall_hub.tooling.supervisor import Supervisor
 
 if TYPE_CHECKING:
+    from recall_hub.service.endpoints import HubService
     from recall_hub.tooling.auth import AuthBundle
 
 log = logging.getLogger("recall")
@@ -83,7 +91,6 @@ async def _tours(nats_url: str, auth_dir: Path | None, roster: Path | None) -> b
 
 
 async def _up(args: argparse.Namespace) -> int:
-    from recall_hub.service.server import running_hub
     from recall_hub.tooling.auth import AuthError
 
     data_dir = _data_dir(args)
@@ -95,12 +102,15 @@ async def _up(args: argparse.Namespace) -> int:
             print(f"recall up --secure: {exc}", file=sys.stderr)
             return 1
     earlier = holds_data(data_dir) and not args.fresh
+    failed = False
+    hub_env = {"RECALL_NATS_CREDS": str(bundle.hub_creds), "RECALL_AUTH_REQUIRED": "true"} if bundle else {}
     stack = EmbeddedStack(
         data_dir, nats_port=args.nats_port, redis_port=args.redis_port,
-        nats_config=bundle.server_config if bundle else None, fresh=args.fresh, **_durability(args),
+        nats_config=bundle.server_config if bundle else None, fresh=args.fresh,
+        nats_nodes=args.cluster, hubs=args.hubs if args.hubs > 1 else 0, hub_env=hub_env, **_durability(args),
     )
     try:
-        stack.start()
+        await asyncio.to_thread(stack.start)
     except StackError as exc:
         print(f"recall up: {exc}", file=sys.stderr)
         return 1
@@ -108,39 +118,107 @@ async def _up(args: argparse.Namespace) -> int:
         settings = HubSettings(
             nats_url=stack.nats_url, falkordb_url=stack.redis_url, redis_url=stack.redis_url,
             nats_creds=str(bundle.hub_creds) if bundle else None, auth_required=bundle is not None,
+            stream_replicas=stack.stream_replicas, metrics_port=args.metrics_port,
         )
         stop = _stop_event()
-        async with running_hub(settings):
+        async with _hub_in_this_process(settings, stack) as service:
+            supervisor = asyncio.create_task(Supervisor(stack, report=_say).run(), name="recall-supervisor")
             print(f"Nexus Recall is up (data in {data_dir})")
             if earlier:
                 print("  data      kept from earlier runs: searches find their beads too "
                       "(start empty: recall up --fresh, or make demo FRESH=1)")
             elif args.fresh:
                 print("  data      started empty (--fresh; credentials in auth/ kept)")
-            print(f"  NATS      {stack.nats_url}   (JetStream on)")
+            nodes = f"{stack.nats_nodes} nodes, one JetStream cluster, streams on {stack.stream_replicas}" \
+                if stack.nats_nodes > 1 else "JetStream on"
+            print(f"  NATS      {stack.nats_url}   ({nodes})")
             print(f"  FalkorDB  {stack.redis_url}  (redis-server 8 + FalkorDB, AOF on)")
             print(f"  durable   Redis appendfsync {stack.redis_appendfsync}, JetStream sync {stack.jetstream_sync}"
                   "  (docs/operations.md)")
+            hubs = f"{stack.hubs} hub processes in one queue group" if stack.hubs else "hub"
             if bundle is None:
-                print("  hub       serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
+                print(f"  hub       {hubs} serving recall.v1.req.<ai_id>.<op>  (dev mode: no NATS auth)")
             else:
                 from recall_hub.tooling.auth import bootstrap_groups
 
-                print("  hub       serving recall.v1.req.<ai_id>.<op>  (NATS auth ON: JWT credentials)")
+                print(f"  hub       {hubs} serving recall.v1.req.<ai_id>.<op>  (NATS auth ON: JWT credentials)")
                 print(f"  creds     {auth_dir / 'creds'}/<id>.creds  ({len(bundle.creds)} identities)")
                 try:
                     created = await bootstrap_groups(roster, stack.nats_url, auth_dir)
                     print(f"  groups    {', '.join(created) or 'none new'} (from {roster.name})")
                 except AuthError as exc:
                     print(f"  groups    NOT bootstrapped: {exc}", file=sys.stderr)
+            for url in ([service.metrics_url] if service is not None else _hub_status_urls(stack)):
+                print(f"  metrics   {url}/metrics  (/healthz, /readyz)")
+            print(f"  status    recall status --data-dir {data_dir}")
             if args.demo:
                 await _tours(stack.nats_url, auth_dir if bundle else None, roster if bundle else None)
             print("\nCtrl-C stops everything.", flush=True)
-            await stop.wait()
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({supervisor, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (supervisor, stopping):
+                task.cancel()
+            failed = supervisor.done() and not supervisor.cancelled() and supervisor.exception() is None
+            if failed:
+                print(f"recall up: {supervisor.result()}; stopping everything", file=sys.stderr, flush=True)
     finally:
-        stack.stop()
+        await asyncio.to_thread(stack.stop)
         print("stopped.")
+    return 1 if failed else 0
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from recall_hub.store.beads import BeadStore
+    from recall_hub.store.graph import GraphStore
+
+    data_dir = _data_dir(args)
+    state = running_state(data_dir)
+    if state is None:
+        kept = "holds data of earlier runs" if holds_data(data_dir) else "holds no data"
+        print(f"Nexus Recall is not running on {data_dir} (it {kept}); start it with: recall up --data-dir {data_dir}")
+        return 3
+    print(f"Nexus Recall is running (recall up pid {state['pid']}, data in {data_dir})")
+    print(f"  {'process':<14} {'pid':>8} {'port':>6}  state")
+    for child in state["children"]:
+        alive = "running" if child["pid"] and _alive(child["pid"]) else "DOWN"
+        print(f"  {child['name']:<14} {child['pid'] or '-':>8} {child['port'] or '-':>6}  {alive}")
+    print(f"  NATS      {state['nats_url']}")
+    print(f"  FalkorDB  {state['redis_url']}")
+    graph = GraphStore(state["redis_url"], args.graph or HubSettings().graph_name)
+    try:
+        print(f"  beads     {await BeadStore(graph).system_count():,} in graph {graph.graph_name}")
+    except Exception as exc:  # the state is still worth showing when the store does not answer
+        print(f"  beads     unknown: {exc}")
+    finally:
+        await graph.aclose()
     return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _say(message: str) -> None:
+    print(f"  {message}", flush=True)
+
+
+def _hub_in_this_process(
+    settings: HubSettings, stack: EmbeddedStack
+) -> AbstractAsyncContextManager[HubService | None]:
+    """The hub of a stack without hub processes of its own runs in this process."""
+    from recall_hub.service.server import running_hub
+
+    return running_hub(settings) if stack.hubs == 0 else contextlib.nullcontext()
+
+
+def _hub_status_urls(stack: EmbeddedStack) -> list[str]:
+    return [f"http://{stack.host}:{c.port}" for c in stack.children if c.name.startswith("hub-")]
 
 
 def _durability(args: argparse.Namespace) -> Durability:
@@ -192,8 +270,31 @@ async def _hub(args: argparse.Namespace) -> int:
     from recall_hub.service.server import serve_forever
 
     settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    if "metrics_port" not in settings.model_fields_set:  # `recall hub` serves /metrics unless told otherwise
+        settings = settings.model_copy(update={"metrics_port": _default_metrics_port(settings.metrics_host)})
+    if settings.tracing:
+        from recall_hub.service.tracing import install_provider
+
+        install_provider()
     await serve_forever(settings, _stop_event())
     return 0
+
+
+DEFAULT_METRICS_PORT = 9464
+
+
+def _default_metrics_port(host: str) -> int:
+    """9464, or any free port when another process (a second hub on this machine) has it."""
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, DEFAULT_METRICS_PORT))
+        except OSError:
+            log.warning("metrics port %d is taken: serving /metrics on a free port (RECALL_METRICS_PORT sets one)",
+                        DEFAULT_METRICS_PORT)
+            return 0
+    return DEFAULT_METRICS_PORT
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -207,6 +308,18 @@ async def _bench(args: argparse.Namespace) -> int:
         return await _bench_vectors(args)
     if args.suite == "embedder":
         return await _bench_embedder(args)
+    if args.suite == "failover":
+        return await _bench_failover(args)
+    if args.suite == "growth":
+        from recall_hub.bench.growth import render_growth, run_growth
+
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        growth = await run_growth(
+            sizes, runs=args.samples if args.samples != 1000 else 200, vector_max=args.vector_max,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(render_growth(growth))
+        return 0
     if args.suite == "keyword":
         from recall_hub.bench.keyword import render_keyword_study, run_keyword_study
 
@@ -229,6 +342,17 @@ async def _bench(args: argparse.Namespace) -> int:
     else:
         print(render(report))
     return 0
+
+
+async def _bench_failover(args: argparse.Namespace) -> int:
+    from recall_hub.bench.failover import FailoverConfig, render, run_failover
+
+    report = await run_failover(
+        FailoverConfig(phase_s=args.phase_seconds, embedder=args.embedder or "hash"),
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    print(render(report))
+    return 0 if report.ok else 1
 
 
 async def _bench_vectors(args: argparse.Namespace) -> int:
@@ -314,6 +438,34 @@ async def _reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _backup(args: argparse.Namespace) -> int:
+    from recall_hub.tooling.backup import backup, stage_progress_bar
+
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    report = await backup(settings, Path(args.out), progress=stage_progress_bar())
+    counts = report.header.counts
+    print(f"\nbacked up graph {settings.graph_name} to {report.path}: {sum(counts.nodes.values())} node(s), "
+          f"{sum(counts.edges.values())} edge(s), {sum(counts.keys.values())} key(s), {report.bytes} bytes; "
+          f"{report.seconds:.1f} s (the point-in-time transaction: {report.transaction_ms:.0f} ms)", file=sys.stderr)
+    return 0
+
+
+async def _restore(args: argparse.Namespace) -> int:
+    from recall_hub.tooling.backup import TargetNotEmpty, restore, stage_progress_bar
+    from recall_hub.tooling.backup_file import BackupFileError
+
+    settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
+    try:
+        report = await restore(settings, Path(args.file), force=args.force, progress=stage_progress_bar())
+    except (BackupFileError, TargetNotEmpty) as exc:
+        print(f"recall restore: {exc}; nothing was changed", file=sys.stderr)
+        return 1
+    print(f"\nrestored {report.header.graph} (backed up {report.header.created_at:%Y-%m-%d %H:%M:%S} UTC) into graph "
+          f"{settings.graph_name}: {report.nodes} node(s), {report.edges} edge(s), {report.keys} key(s); "
+          f"{report.embedded} bead(s) embedded with {report.model_id}; {report.seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
 def _url_overrides(args: argparse.Namespace) -> dict[str, str]:
     values = {
         "nats_url": getattr(args, "nats", None),
@@ -390,6 +542,7 @@ def _export(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="recall", description="Nexus Recall: shared memory for AI agent groups")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, help="text or json lines (RECALL_LOG_FORMAT; text)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="start nats-server, redis+FalkorDB and the hub on this machine")
@@ -397,6 +550,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nats-port", type=int, default=4222)
     up.add_argument("--redis-port", type=int, default=6379)
     up.add_argument("--demo", action="store_true", help="run the demo once the stack is up")
+    up.add_argument("--cluster", type=int, default=1, metavar="N",
+                    help="nats-server processes forming one JetStream cluster on --nats-port and the next ports "
+                    "(streams replicated on 3 when N >= 3)")
+    up.add_argument("--metrics-port", type=int, default=0,
+                    help="the in-process hub's /metrics, /healthz, /readyz port (default: a free one, printed)")
+    up.add_argument("--hubs", type=int, default=1, metavar="N",
+                    help="hub processes: 1 runs inside `recall up`; more run as their own processes in one queue group")
     up.add_argument("--fresh", action="store_true",
                     help="start empty: delete the data of earlier runs in --data-dir first (credentials are kept)")
     up.add_argument("--secure", action="store_true",
@@ -409,6 +569,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--appendfsync", choices=APPENDFSYNC, help="Redis AOF fsync policy (overrides --durability)")
     up.add_argument("--jetstream-sync", help="JetStream sync_interval: always, or a duration like 1s, 2m")
     up.set_defaults(run=_up)
+
+    status = sub.add_parser("status", help="what the embedded stack on a data dir runs: processes, ports, beads")
+    status.add_argument("--data-dir", default=str(default_data_dir()))
+    status.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
+    status.set_defaults(run=_status)
 
     auth = sub.add_parser("auth", help="NATS security: server config and per-identity credentials")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True)
@@ -430,6 +595,19 @@ def build_parser() -> argparse.ArgumentParser:
     reindex = sub.add_parser("reindex", help="re-embed every bead with the configured embedder (RECALL_EMBEDDER__*)")
     _add_url_options(reindex)
     reindex.set_defaults(run=_reindex)
+
+    backup = sub.add_parser("backup", help="write the graph and its source data, as of one instant, to a file")
+    backup.add_argument("--out", required=True, help="the backup file to write (gzip JSON lines)")
+    _add_url_options(backup)
+    backup.set_defaults(run=_backup)
+
+    restore = sub.add_parser(
+        "restore", help="restore a backup into an empty graph and rebuild its indexes (RECALL_EMBEDDER__*)"
+    )
+    restore.add_argument("file", help="a file `recall backup` wrote")
+    restore.add_argument("--force", action="store_true", help="replace whatever the target graph holds")
+    _add_url_options(restore)
+    restore.set_defaults(run=_restore)
 
     imp = sub.add_parser("import", help="store the beads of a JSON-lines file (one create_bead object a line)")
     imp.add_argument("file", help="JSON lines: {\"title\": …, \"content\": …, \"tags\": […], …}")
@@ -457,10 +635,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.add_argument(
-        "--suite", choices=("bus", "vectors", "embedder", "keyword"), default="bus",
+        "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth"), default="bus",
         help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s; "
-        "keyword: the keyword index alone at 10k and --beads",
+        "keyword: the keyword index alone at 10k and --beads; failover: a NATS node and a hub killed under load; "
+        "growth: one graph's memory and query times at --sizes beads",
     )
+    bench.add_argument("--sizes", default="10000,100000,1000000",
+                       help="growth: bead counts the graph is measured at (comma-separated)")
+    bench.add_argument("--vector-max", type=int, default=100_000,
+                       help="growth: the largest size at which the vector set is measured too")
+    bench.add_argument("--phase-seconds", type=float, default=10.0,
+                       help="failover: length of each phase (before, fault, after)")
     bench.add_argument("--data", default="../shared/data/locomo", help="LoCoMo folder (vectors, embedder suites)")
     bench.add_argument("--durability", choices=tuple(DURABILITY), default="default",
                        help="fsync settings of the stack the bus suite starts (strict: fsync before every ack)")
@@ -500,11 +685,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        log_format = args.log_format or format_from_env()
+    except ValueError as exc:
+        print(f"recall: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(logging.DEBUG if args.verbose else logging.INFO, log_format)
     if getattr(args, "sync", False):
         return int(args.run(args))
     try:

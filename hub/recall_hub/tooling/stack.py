@@ -1,5 +1,6 @@
 """The embedded stack: nats-server (JetStream) and redis-server 8 with the FalkorDB module, from
 their wheels, with all data and logs under one directory and persistence on (AOF + JetStream).
+Optionally several nats-server processes as one JetStream cluster and hub processes of their own.
 
 Durability is a setting of the stack (docs/operations.md): ``redis_appendfsync`` (Redis AOF:
 ``always`` fsyncs before acknowledging a write, ``everysec`` — the default — once a second, ``no``
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
 import logging
 import os
 import re
@@ -23,9 +25,11 @@ import subprocess
 import sys
 import sysconfig
 import time
+import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TypedDict
+from typing import IO, Any, TypedDict
 
 import platformdirs
 
@@ -33,6 +37,8 @@ log = logging.getLogger(__name__)
 
 APPENDFSYNC = ("always", "everysec", "no")
 _SYNC_INTERVAL = re.compile(r"^(always|[1-9][0-9]*(ms|s|m|h))$")
+STATE_FILE = "stack.json"
+"""Written into the data directory while a stack runs: what runs there, on which ports (``recall status``)."""
 
 
 class Durability(TypedDict):
@@ -60,6 +66,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether another program listens on ``host:port`` (a socket left in TIME_WAIT does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 def nats_server_binary() -> str:
@@ -106,14 +123,53 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
         while True:
             try:
                 client.ping()  # answers LOADING until the AOF is replayed
-                return
+                break
             except redis.exceptions.BusyLoadingError:
                 if time.monotonic() > deadline:
                     raise StackError("redis-server still loading its data") from None
                 time.sleep(0.05)
+        modules = {m[b"name"].decode().lower() for m in client.module_list()}
+        if "graph" not in modules:  # another Redis answered: every graph query of the hub would fail
+            raise StackError(f"the Redis on {host}:{port} has no FalkorDB module; is it another program's?")
     finally:
         client.close()
 
+
+def _wait_for_jetstream(host: str, monitor_port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
+    """Until the node reports JetStream healthy: in a cluster, a meta leader is elected and it is current."""
+    url = f"http://{host}:{monitor_port}/healthz"
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise StackError(f"{name} exited with code {proc.returncode}; see its log")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
+            if reply.status == 200:
+                return
+        if time.monotonic() > deadline:
+            raise StackError(f"{name}: JetStream not healthy within {timeout}s ({url})")
+        time.sleep(0.1)
+
+
+def _wait_for_readyz(host: str, port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
+    """Until a hub process answers ``/readyz`` with 200: connected, its keyword index built, serving."""
+    url = f"http://{host}:{port}/readyz"
+    timeout = max(timeout, HUB_START_TIMEOUT_S)
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise StackError(f"{name} exited with code {proc.returncode}; see its log")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
+            if reply.status == 200:
+                return
+        if time.monotonic() > deadline:
+            raise StackError(f"{name} not ready within {timeout}s ({url})")
+        time.sleep(0.1)
+
+
+LOG_TAIL_LINES = 15
+"""Lines of a process's log quoted when it fails to start."""
+HUB_START_TIMEOUT_S = 180.0
+"""A hub builds its keyword index from the graph before it serves: seconds per hundred thousand beads."""
 
 STORES = ("nats", "redis")
 """The data directory's stores (JetStream; Redis with FalkorDB); ``auth/`` and ``logs/`` sit beside them."""
@@ -124,11 +180,48 @@ def holds_data(data_dir: Path) -> bool:
     return any(path.is_file() for store in STORES for path in (data_dir / store).rglob("*"))
 
 
+Readiness = Callable[[subprocess.Popen[bytes], float], None]
+"""Blocks until a started process serves (or raises :class:`StackError`), given the process and a timeout."""
+
+
+@dataclass
+class Child:
+    """One process of the stack, with what it takes to start it again on the same data and ports."""
+
+    name: str
+    cmd: list[str]
+    port: int | None
+    ready: Readiness
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    starts: list[float] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+
+def running_state(data_dir: Path) -> dict[str, Any] | None:
+    """What the stack running on ``data_dir`` wrote about itself, or None when none runs there
+    (its lock is free: a state file left by a killed stack does not count)."""
+    try:
+        with open(data_dir / "stack.lock") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                state: dict[str, Any] = json.loads((data_dir / STATE_FILE).read_text())
+                return state
+            return None
+    except (OSError, ValueError):
+        return None
+
+
 @dataclass
 class EmbeddedStack:
     data_dir: Path
     host: str = "127.0.0.1"
     nats_port: int = 0
+    """The (first) NATS client port; 0: a free one. Cluster nodes listen on this port and the next ones."""
     redis_port: int = 0
     nats_config: Path | None = None
     """A nats-server config file (the secure mode); its listen port is still given on the command line."""
@@ -137,83 +230,171 @@ class EmbeddedStack:
     jetstream_sync: str = "2m"
     """JetStream ``sync_interval``: ``always`` or a duration such as ``500ms``, ``1s``, ``2m``."""
     monitor_port: int | None = None
-    """nats-server's HTTP monitoring port (``/varz`` shows the JetStream sync policy); None: off."""
+    """nats-server's HTTP monitoring port (``/varz`` shows the JetStream sync policy); None: off (one node)."""
     fresh: bool = False
     """Start empty: delete the stores of earlier runs (graph, vectors, streams) first; ``auth/`` is kept."""
-    _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    nats_nodes: int = 1
+    """nats-server processes; more than one form a JetStream cluster (hubs then replicate streams on 3)."""
+    hubs: int = 0
+    """Hub processes the stack runs itself (``recall hub``); 0: the caller runs its own."""
+    hub_env: dict[str, str] = field(default_factory=dict)
+    """``RECALL_*`` settings for those hub processes, beside the URLs the stack fills in."""
+    children: list[Child] = field(default_factory=list)
     _logs: list[IO[bytes]] = field(default_factory=list)
     _lock: IO[str] | None = None
 
     @property
+    def nats_ports(self) -> list[int]:
+        return [self.nats_port + i for i in range(self.nats_nodes)]
+
+    @property
     def nats_url(self) -> str:
-        return f"nats://{self.host}:{self.nats_port}"
+        """Every node's URL, comma-separated (what clients and hubs take)."""
+        return ",".join(f"nats://{self.host}:{port}" for port in self.nats_ports)
 
     @property
     def redis_url(self) -> str:
         return f"redis://{self.host}:{self.redis_port}"
+
+    @property
+    def stream_replicas(self) -> int:
+        return min(3, self.nats_nodes)
 
     def start(self, timeout: float = 30.0) -> EmbeddedStack:
         if self.redis_appendfsync not in APPENDFSYNC:
             raise StackError(f"redis_appendfsync: one of {', '.join(APPENDFSYNC)}, not {self.redis_appendfsync!r}")
         if not _SYNC_INTERVAL.fullmatch(self.jetstream_sync):
             raise StackError(f"jetstream_sync: 'always' or a duration like 1s or 2m, not {self.jetstream_sync!r}")
+        if self.nats_nodes < 1 or self.hubs < 0:
+            raise StackError("a stack needs at least one NATS node and zero or more hubs")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        if self.fresh:
-            for store in STORES:
-                shutil.rmtree(self.data_dir / store, ignore_errors=True)
-        self.nats_port = self.nats_port or free_port(self.host)
-        self.redis_port = self.redis_port or free_port(self.host)
-        (self.data_dir / "nats").mkdir(exist_ok=True)
-        (self.data_dir / "redis").mkdir(exist_ok=True)
-        (self.data_dir / "logs").mkdir(exist_ok=True)
         try:
-            redis_server, falkordb_module = redis_binaries()
-            redis_proc = self._spawn(
-                "redis-server",
-                [
-                    redis_server,
-                    "--bind", self.host,
-                    "--port", str(self.redis_port),
-                    "--dir", str(self.data_dir / "redis"),
-                    "--appendonly", "yes",
-                    "--appendfsync", self.redis_appendfsync,
-                    "--save", "",
-                    "--protected-mode", "no",
-                    "--loadmodule", falkordb_module,
-                ],
-            )
-            nats_cmd = [
-                nats_server_binary(),
-                "-a", self.host,
-                "-p", str(self.nats_port),
-                "-js",
-                "-sd", str(self.data_dir / "nats"),
-                "-n", "recall-embedded",
-                "-c", str(self._write_nats_config()),
-            ]
-            if self.monitor_port is not None:
-                nats_cmd += ["-m", str(self.monitor_port)]
-            nats_proc = self._spawn("nats-server", nats_cmd)
-            _wait_for_redis(self.host, self.redis_port, redis_proc, timeout)
-            _wait_for_port(self.host, self.nats_port, nats_proc, "nats-server", timeout)
+            self._check_ports()
+            if self.fresh:
+                for store in STORES:
+                    shutil.rmtree(self.data_dir / store, ignore_errors=True)
+            for directory in (*STORES, "logs"):
+                (self.data_dir / directory).mkdir(exist_ok=True)
+            self.children = [self._redis(), *self._nats_nodes()]
+            for child in self.children:
+                self._spawn(child)
+            for child in self.children:
+                self._wait_until_ready(child, timeout)
+            hubs = self._hub_processes()
+            for child in hubs:
+                self._spawn(child)
+            self.children += hubs
+            for child in hubs:
+                self._wait_until_ready(child, timeout)
         except BaseException:
             self.stop()
             raise
+        self._write_state()
         log.info("embedded stack up: %s, %s, data in %s", self.nats_url, self.redis_url, self.data_dir)
         return self
 
-    def _write_nats_config(self) -> Path:
-        """The server config: JetStream's sync policy, including the secure config when there is one
-        (nats-server resolves an include relative to the including file)."""
-        path = self.data_dir / "nats-embedded.conf"
+    def _check_ports(self) -> None:
+        """Fixed ports must be free before anything starts: otherwise a client could reach another program."""
+        if self.nats_port and self.nats_nodes > 1 and self.nats_port + self.nats_nodes - 1 > 65535:
+            raise StackError(f"--nats-port {self.nats_port} leaves no room for {self.nats_nodes} nodes")
+        wanted = [(p, "--nats-port") for p in (self.nats_ports if self.nats_port else [])]
+        wanted += [(self.redis_port, "--redis-port")] if self.redis_port else []
+        wanted += [(self.monitor_port, "monitor_port")] if self.monitor_port else []
+        for port, flag in wanted:
+            if port_in_use(self.host, port):
+                raise StackError(
+                    f"port {port} on {self.host} is in use by another program; choose another with {flag} "
+                    f"(or stop that program)"
+                )
+        if not self.nats_port:
+            self.nats_port = _free_run(self.host, self.nats_nodes)
+        self.redis_port = self.redis_port or free_port(self.host)
+
+    def _redis(self) -> Child:
+        redis_server, falkordb_module = redis_binaries()
+        cmd = [
+            redis_server,
+            "--bind", self.host,
+            "--port", str(self.redis_port),
+            "--dir", str(self.data_dir / "redis"),
+            "--appendonly", "yes",
+            "--appendfsync", self.redis_appendfsync,
+            "--save", "",
+            "--protected-mode", "no",
+            "--loadmodule", falkordb_module,
+        ]
+        port = self.redis_port
+        return Child("redis-server", cmd, port, lambda proc, timeout: _wait_for_redis(self.host, port, proc, timeout))
+
+    def _nats_nodes(self) -> list[Child]:
+        if self.nats_nodes == 1:
+            cmd = self._nats_cmd("recall-embedded", self.nats_port, self.data_dir / "nats", None, self.monitor_port)
+            return [Child("nats-server", cmd, self.nats_port, self._nats_ready(self.nats_port, "nats-server", None))]
+        routes = [free_port(self.host) for _ in range(self.nats_nodes)]
+        nodes = []
+        for i, port in enumerate(self.nats_ports):
+            name = f"nats-{i + 1}"
+            monitor = free_port(self.host)
+            cluster = {
+                "listen": f"{self.host}:{routes[i]}",
+                "routes": [f"nats-route://{self.host}:{route}" for route in routes],
+            }
+            cmd = self._nats_cmd(f"recall-{i + 1}", port, self.data_dir / "nats" / name, cluster, monitor)
+            nodes.append(Child(name, cmd, port, self._nats_ready(port, name, monitor)))
+        return nodes
+
+    def _nats_ready(self, port: int, name: str, monitor: int | None) -> Readiness:
+        def ready(proc: subprocess.Popen[bytes], timeout: float) -> None:
+            _wait_for_port(self.host, port, proc, name, timeout)
+            if monitor is not None and self.nats_nodes > 1:
+                _wait_for_jetstream(self.host, monitor, proc, name, timeout)
+
+        return ready
+
+    def _nats_cmd(
+        self, server_name: str, port: int, store: Path, cluster: Mapping[str, object] | None, monitor: int | None
+    ) -> list[str]:
+        store.mkdir(parents=True, exist_ok=True)
+        config = self._write_nats_config(server_name, cluster)
+        cmd = [nats_server_binary(), "-a", self.host, "-p", str(port), "-js", "-sd", str(store), "-n", server_name,
+               "-c", str(config)]
+        return cmd + (["-m", str(monitor)] if monitor is not None else [])
+
+    def _write_nats_config(self, server_name: str, cluster: Mapping[str, object] | None) -> Path:
+        """The server config: JetStream's sync policy and the cluster, including the secure config when there
+        is one (nats-server resolves an include relative to the including file)."""
+        path = self.data_dir / ("nats-embedded.conf" if cluster is None else f"nats-{server_name}.conf")
         lines = ["# written by the embedded stack (recall up): rewritten at every start"]
         if self.nats_config is not None:
             included = os.path.relpath(self.nats_config.resolve(), path.parent.resolve())
             lines.append(f'include "{included}"')
-        lines += ["jetstream {", f'  sync_interval: "{self.jetstream_sync}"', "}", ""]
-        path.write_text("\n".join(lines))
+        lines += ["jetstream {", f'  sync_interval: "{self.jetstream_sync}"', "}"]
+        if cluster is not None:
+            lines += ["cluster {", '  name: "recall"', f"  listen: {json.dumps(cluster['listen'])}",
+                      f"  routes: {json.dumps(cluster['routes'])}", "}"]
+        path.write_text("\n".join([*lines, ""]))
         return path
+
+    def _hub_processes(self) -> list[Child]:
+        env = {
+            **os.environ,
+            "RECALL_NATS_URL": self.nats_url,
+            "RECALL_FALKORDB_URL": self.redis_url,
+            "RECALL_REDIS_URL": self.redis_url,
+            "RECALL_STREAM_REPLICAS": str(self.stream_replicas),
+            **self.hub_env,
+        }
+        cmd = [sys.executable, "-m", "recall_hub.tooling.cli", "hub"]
+        hubs = []
+        for i in range(self.hubs):
+            name, port = f"hub-{i + 1}", free_port(self.host)
+            env_i = {**env, "RECALL_METRICS_HOST": self.host, "RECALL_METRICS_PORT": str(port)}
+            hubs.append(Child(name, cmd, port, self._hub_ready(port, name), env=env_i))
+        return hubs
+
+    def _hub_ready(self, port: int, name: str) -> Readiness:
+        return lambda proc, timeout: _wait_for_readyz(self.host, port, proc, name, timeout)
 
     def _take_lock(self) -> None:
         lock = open(self.data_dir / "stack.lock", "w")
@@ -226,51 +407,100 @@ class EmbeddedStack:
         lock.flush()
         self._lock = lock
 
-    def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
-        logfile = open(self.data_dir / "logs" / f"{name}.log", "ab")
+    def _spawn(self, child: Child) -> None:
+        logfile = open(self.data_dir / "logs" / f"{child.name}.log", "ab")
         self._logs.append(logfile)
-        proc = subprocess.Popen(
-            cmd, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        child.proc = subprocess.Popen(
+            child.cmd, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child.env,
             start_new_session=True, preexec_fn=_die_with_parent,
         )
-        self._procs.append((name, proc))
-        return proc
+        child.starts.append(time.monotonic())
+
+    def _wait_until_ready(self, child: Child, timeout: float) -> None:
+        assert child.proc is not None
+        try:
+            child.ready(child.proc, timeout)
+        except StackError as exc:
+            log_path = self.data_dir / "logs" / f"{child.name}.log"
+            with contextlib.suppress(OSError):
+                tail = log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+                raise StackError(f"{exc}\nlast lines of {log_path}:\n" + "\n".join(tail)) from None
+            raise
+
+    def _write_state(self) -> None:
+        state = {
+            "pid": os.getpid(),
+            "data_dir": str(self.data_dir),
+            "nats_url": self.nats_url,
+            "redis_url": self.redis_url,
+            "children": [{"name": c.name, "pid": c.pid, "port": c.port} for c in self.children],
+        }
+        (self.data_dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+    def child(self, name: str) -> Child:
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise StackError(f"no process named {name!r} in this stack ({', '.join(c.name for c in self.children)})")
 
     def stop(self, timeout: float = 15.0) -> None:
-        for name, proc in reversed(self._procs):
-            if proc.poll() is None:
+        for child in reversed(self.children):
+            proc = child.proc
+            if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:
                     proc.wait(timeout)
                 except subprocess.TimeoutExpired:
-                    log.warning("%s did not stop in %ss; killing it", name, timeout)
+                    log.warning("%s did not stop in %ss; killing it", child.name, timeout)
                     proc.kill()
                     proc.wait()
-        self._procs.clear()
+        self.children.clear()
         for logfile in self._logs:
             logfile.close()
         self._logs.clear()
         if self._lock is not None:
+            with contextlib.suppress(OSError):
+                (self.data_dir / STATE_FILE).unlink()
             self._lock.close()
             self._lock = None
 
+    def respawn(self, name: str, timeout: float = 30.0) -> None:
+        """Start a process that has exited again, on the same data and ports, and wait until it serves."""
+        child = self.child(name)
+        if child.proc is not None and child.proc.poll() is None:
+            raise StackError(f"{name} is still running")
+        if child.port is not None and port_in_use(self.host, child.port):
+            raise StackError(f"{name} cannot start again: port {child.port} was taken by another program")
+        self._spawn(child)
+        self._wait_until_ready(child, timeout)
+        self._write_state()
+
     def restart(self, name: str, *, kill: bool = False, timeout: float = 30.0) -> None:
-        """Stop one server (``kill``: SIGKILL, as a crash would) and start it again on the same data."""
-        index, proc = next((i, p) for i, (n, p) in enumerate(self._procs) if n == name)
-        if kill:
+        """Stop one process (``kill``: SIGKILL, as a crash would) and start it again on the same data."""
+        self.kill(name, hard=kill, timeout=timeout)
+        self.respawn(name, timeout)
+
+    def kill(self, name: str, *, hard: bool = True, timeout: float = 30.0) -> None:
+        """Stop one process: SIGKILL (a crash) or SIGTERM; it stays down until :meth:`respawn`."""
+        proc = self.child(name).proc
+        assert proc is not None
+        if hard:
             proc.kill()
         else:
             proc.terminate()
         proc.wait(timeout)
-        self._procs.pop(index)
-        fresh = self._spawn(name, [str(a) for a in proc.args])  # type: ignore[union-attr]
-        if name == "redis-server":
-            _wait_for_redis(self.host, self.redis_port, fresh, timeout)
-        else:
-            _wait_for_port(self.host, self.nats_port, fresh, name, timeout)
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _free_run(host: str, count: int) -> int:
+    """The first of ``count`` consecutive free ports (cluster nodes listen on neighbouring ports)."""
+    for _ in range(100):
+        first = free_port(host)
+        if first + count - 1 <= 65535 and not any(port_in_use(host, first + i) for i in range(1, count)):
+            return first
+    raise StackError(f"no {count} consecutive free ports on {host}")
