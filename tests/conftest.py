@@ -3,8 +3,11 @@ per test session on free ports in a temporary directory, and one hub process ser
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +21,7 @@ from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
 from recall_hub.tooling.auth import AuthBundle
 from recall_hub.tooling.stack import EmbeddedStack
+from recall_schemas import RecallError
 
 
 @pytest.fixture(scope="session")
@@ -110,3 +114,22 @@ def repo_root() -> Path:
 
 
 os.environ.setdefault("RECALL_TESTING", "1")
+
+
+async def until(what: str, check: Callable[[], object], within: float = 60.0) -> None:
+    """Wait for a condition of the outside world (a process serving, a replica caught up, a gauge at
+    zero), bounded: ``check`` returns a truth value or an awaitable of one; a RecallError or OSError
+    while asking counts as not yet."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+            if result:
+                return
+        except (RecallError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within} s: {what}")
+        await asyncio.sleep(0.05)

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import new_ai
+from conftest import new_ai, until
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
@@ -48,23 +46,6 @@ def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "recall_hub.tooling.cli", *args], env=_env(), stdin=subprocess.DEVNULL,
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
     )
-
-
-async def _until(what: str, check: Callable[[], object], within: float = 60.0) -> None:
-    """Wait for a condition of the outside world (a process serving, a port free), bounded."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            result = check()
-            if inspect.isawaitable(result):
-                result = await result
-            if result:
-                return
-        except (RecallError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within}s")
-        await asyncio.sleep(0.1)
 
 
 @dataclass
@@ -103,7 +84,7 @@ class Load:
                 i += 1
 
     async def reach(self, count: int) -> None:
-        await _until(f"{count} acknowledged creates", lambda: len(self.acked) >= count, within=120)
+        await until(f"{count} acknowledged creates", lambda: len(self.acked) >= count, within=120)
 
     async def finish(self) -> None:
         self.stop.set()
@@ -113,7 +94,7 @@ class Load:
 async def _check(settings: HubSettings, load: Load) -> None:
     ctx = await HubContext.connect(settings, embedder=HashEmbedder())
     try:
-        await _until("the outbox drained by the restarted hub", lambda: _drained(ctx), within=90)
+        await until("the outbox drained by the restarted hub", lambda: _drained(ctx), within=90)
         rows = await ctx.graph.ro_query("MATCH (b:Bead) WHERE b.title STARTS WITH 'crash ' RETURN b")
         stored: dict[str, list[dict]] = {}
         for (node,) in rows:
@@ -159,7 +140,7 @@ async def _writers(nats_url: str) -> AsyncIterator[Load]:
             await ops.list_groups()
             return True
 
-        await _until("a hub serving", serving)
+        await until("a hub serving", serving)
         await load.start(ops, [new_ai() for _ in range(WRITERS)])
         try:
             yield load
@@ -235,7 +216,7 @@ async def test_kill_9_of_recall_up_during_writes_loses_and_duplicates_nothing(tm
         async with _writers(nats_url) as load:
             await load.reach(BEFORE_CRASH)
             _kill(up)  # its servers get SIGTERM from the kernel (they die with their parent)
-            await _until("the old servers gone", lambda: _port_free(nats_port) and _port_free(redis_port))
+            await until("the old servers gone", lambda: _port_free(nats_port) and _port_free(redis_port))
             up = _spawn(args, tmp_path / "up.log")
             await load.reach(len(load.acked) + AFTER_CRASH)
         await _check(_settings(nats_url, redis_url, HubSettings().graph_name), load)

@@ -23,7 +23,7 @@ from typing import Any
 
 import nats
 import pytest
-from conftest import new_ai, repo_root
+from conftest import new_ai, repo_root, until
 from prometheus_client.parser import text_string_to_metric_families
 from recall_client import RecallClient
 from recall_hub import logs
@@ -127,14 +127,6 @@ async def scrape(service: HubService) -> Scrape:
     status, body = await http_get(f"{service.metrics_url}/metrics")
     assert status == 200
     return Scrape(body.decode())
-
-
-async def until(what: str, condition: Callable[[], Awaitable[bool]], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 async def readyz(url: str) -> tuple[int, dict[str, Any]]:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
+from conftest import until
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
@@ -44,17 +44,6 @@ def own_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]
     """NATS for one test's hubs (a test that kills servers)."""
     with EmbeddedStack(tmp_path_factory.mktemp("replica-own-bus")) as running:
         yield running
-
-
-async def until(check: Callable[[], bool | Awaitable[bool]], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        outcome = check()
-        if outcome if isinstance(outcome, bool) else await outcome:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        await asyncio.sleep(0.02)
 
 
 @dataclass
@@ -97,7 +86,7 @@ async def hub_on(settings: HubSettings, *, serving: bool = True) -> AsyncIterato
     async with running_hub(settings) as service:
         ctx = service.ctx
         if serving:
-            await until(lambda: all(r.role is Role.SERVING for r in ctx.replicas), "the replica serves reads")
+            await until("the replica serves reads", lambda: all(r.role is Role.SERVING for r in ctx.replicas))
         yield ctx
 
 
@@ -117,7 +106,7 @@ async def keyword_index_current(ctx: HubContext) -> None:
     """Wait until this hub's keyword index has applied every write logged so far (so a search's catch-up
     reads nothing from the primary)."""
     last = ctx.index_log.last_appended
-    await until(lambda: index_seq_key(ctx.keywords.applied) >= index_seq_key(last), "keyword index current")
+    await until("keyword index current", lambda: index_seq_key(ctx.keywords.applied) >= index_seq_key(last))
 
 
 def ro_queries(node: RedisNode) -> int:
@@ -237,7 +226,7 @@ async def test_a_dead_replica_sends_reads_to_the_primary_without_an_error(
         # The replica comes back (same data directory and port): it catches up and serves again.
         revived = RedisNode(pair.replica.data_dir, replica_of=pair.primary, port=pair.replica.port).start()
         pair.replica = revived
-        await until(lambda: ctx.replicas[0].role is Role.SERVING, "the revived replica serves reads")
+        await until("the revived replica serves reads", lambda: ctx.replicas[0].role is Role.SERVING)
         reads_before = ro_queries(revived)
         assert {b.bead_id for b in await writer.get_by_tag(word)} == set(made)
         assert ro_queries(revived) > reads_before
@@ -266,7 +255,7 @@ async def test_a_dead_primary_fails_writes_as_unavailable_and_promotion_keeps_ev
                     i += 1
 
             writing = asyncio.create_task(keep_writing())
-            await until(lambda: len(acknowledged) >= 20, "20 acknowledged writes")
+            await until("20 acknowledged writes", lambda: len(acknowledged) >= 20)
             await keyword_index_current(ctx)
             pair.primary.kill()  # under load: writes in flight
             stop_writing.set()
@@ -274,7 +263,7 @@ async def test_a_dead_primary_fails_writes_as_unavailable_and_promotion_keeps_ev
             assert isinstance(failure, Unavailable), repr(failure)
             with pytest.raises(Unavailable):
                 await writer.create_bead(f"{word} refused", tags=[word])
-            await until(lambda: ctx.replicas[0].role is Role.SERVING, "the replica serves while the primary is down")
+            await until("the replica serves while the primary is down", lambda: ctx.replicas[0].role is Role.SERVING)
             # Stale-tolerant reads go on from the replica, with everything acknowledged before the kill.
             listed = {b.bead_id for b in await writer.get_by_tag(word, limit=500)}
             assert set(acknowledged) <= listed
@@ -285,7 +274,7 @@ async def test_a_dead_primary_fails_writes_as_unavailable_and_promotion_keeps_ev
 
         # Promotion: the replica becomes the primary, and the hub is pointed at it.
         pair.replica.promote()
-        await until(lambda: pair.replica.info().get("role") == "master", "the replica is promoted")
+        await until("the replica is promoted", lambda: pair.replica.info().get("role") == "master")
         promoted = pair.settings(
             falkordb_url=pair.replica.url, redis_url=pair.replica.url, falkordb_replica_url=None, redis_replica_url=None
         )

@@ -135,25 +135,9 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
         client.close()
 
 
-def _wait_for_jetstream(host: str, monitor_port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
-    """Until the node reports JetStream healthy: in a cluster, a meta leader is elected and it is current."""
-    url = f"http://{host}:{monitor_port}/healthz"
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise StackError(f"{name} exited with code {proc.returncode}; see its log")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as reply:
-            if reply.status == 200:
-                return
-        if time.monotonic() > deadline:
-            raise StackError(f"{name}: JetStream not healthy within {timeout}s ({url})")
-        time.sleep(0.1)
-
-
-def _wait_for_readyz(host: str, port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
-    """Until a hub process answers ``/readyz`` with 200: connected, its keyword index built, serving."""
-    url = f"http://{host}:{port}/readyz"
-    timeout = max(timeout, HUB_START_TIMEOUT_S)
+def _wait_for_http_ok(url: str, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
+    """Until ``url`` answers 200: a nats-server's ``/healthz`` (JetStream current, in a cluster with a meta
+    leader elected) or a hub's ``/readyz`` (connected, keyword index built, serving)."""
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
@@ -348,7 +332,7 @@ class EmbeddedStack:
         def ready(proc: subprocess.Popen[bytes], timeout: float) -> None:
             _wait_for_port(self.host, port, proc, name, timeout)
             if monitor is not None and self.nats_nodes > 1:
-                _wait_for_jetstream(self.host, monitor, proc, name, timeout)
+                _wait_for_http_ok(f"http://{self.host}:{monitor}/healthz", proc, name, timeout)
 
         return ready
 
@@ -394,7 +378,8 @@ class EmbeddedStack:
         return hubs
 
     def _hub_ready(self, port: int, name: str) -> Readiness:
-        return lambda proc, timeout: _wait_for_readyz(self.host, port, proc, name, timeout)
+        url = f"http://{self.host}:{port}/readyz"
+        return lambda proc, timeout: _wait_for_http_ok(url, proc, name, max(timeout, HUB_START_TIMEOUT_S))
 
     def _take_lock(self) -> None:
         lock = open(self.data_dir / "stack.lock", "w")
