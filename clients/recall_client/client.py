@@ -686,6 +686,14 @@ class RecallClient:
         """Turn a learnt key-value memory into a bead; ``fields``: bead_type, visibility, group_id, ..."""
         return await self.call("promote_to_bead", _build(c.PromoteToBead, key=key, **fields), MemoryBead)
 
+    # --- lifecycle: trust, supersede, history ---------------------------------------------------
+
+    # --- lifecycle: forget -----------------------------------------------------------------------
+
+    # --- lifecycle: time -------------------------------------------------------------------------
+
+    # --- capture: extraction, collectors ---------------------------------------------------------
+
     # --- change feed ----------------------------------------------------------------------------
 
     async def changes_since(self, scope: str, cursor: str | None = None, limit: int = 200) -> c.ChangeBatch:

@@ -51,6 +51,9 @@ class MemoryBead(WireModel):
     version: int = Field(
         default=1, ge=1, description="1 when created, +1 on every change; pass it as if_version to update safely"
     )
+    # --- lifecycle: trust ---
+    # --- lifecycle: time ---
+    # --- capture ---
 
 
 class RelationshipProperties(WireModel):

@@ -72,5 +72,9 @@ OPERATIONS: dict[str, Operation] = {
         Operation("unified_recall", c.UnifiedRecall, c.UnifiedRecallResult, "Key-value memory and beads at once"),
         Operation("promote_to_bead", c.PromoteToBead, MemoryBead, "Turn a key-value memory into a bead"),
         Operation("changes_since", c.ChangesSince, c.ChangeBatch, "Replay a group's bead changes from a cursor"),
+        # --- lifecycle: trust, supersede, history ---
+        # --- lifecycle: forget ---
+        # --- lifecycle: time ---
+        # --- capture: extraction, collectors ---
     )
 }

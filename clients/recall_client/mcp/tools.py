@@ -568,6 +568,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         },
         read_only=True,
     ),
+    # --- lifecycle: trust, supersede, history ---
+    # --- lifecycle: forget ---
+    # --- lifecycle: time ---
+    # --- capture: extraction, collectors ---
 )
 
 EXCLUDED_OPERATIONS: frozenset[str] = frozenset()
