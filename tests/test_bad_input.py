@@ -165,6 +165,21 @@ def valid_payloads(caller: str) -> dict[str, dict[str, Any]]:
         "unified_recall": {"query": "well formed"},
         "promote_to_bead": {"key": "well formed"},
         "changes_since": {"scope": "global"},
+        "verify_bead": {"bead_id": b},
+        "reject_bead": {"bead_id": b, "reason": "well formed"},
+        "list_stale": {"older_than_days": 1},
+        "supersede_bead": {"old_id": b, "new_id": b2},
+        "get_history": {"bead_id": b},
+        "forget_bead": {"bead_id": b, "reason": "well formed"},
+        "forget_by_author": {"ai_id": other, "reason": "well formed"},
+        "list_forgotten": {"group_id": g},
+        "allow_forgotten": {"bead_id": b},
+        "remember_extracted": {"text": "Well formed.", "visibility": "group", "group_id": g},
+        "remember_topics": {
+            "topics": [{"name": "well formed", "facts": [{"title": "well formed"}]}], "visibility": "group",
+            "group_id": g,
+        },
+        "recall_where": {"query": "well formed"},
     }
 
 

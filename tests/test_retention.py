@@ -196,10 +196,12 @@ def test_every_setting_is_documented_in_the_readme() -> None:
     from pathlib import Path
 
     from recall_hub.embedders import EmbedderConfig
+    from recall_hub.extractors.base import ExtractorConfig
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n != "embedder"]
+    names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n not in ("embedder", "extractor")]
     names += [f"RECALL_EMBEDDER__{n.upper()}" for n in EmbedderConfig.model_fields]
+    names += [f"RECALL_EXTRACTOR__{n.upper()}" for n in ExtractorConfig.model_fields]
     assert [n for n in names if f"`{n}`" not in readme] == []
 
 

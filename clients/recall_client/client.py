@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     AddMember,
     AddRelationship,
+    BeadHistory,
     BeadList,
     Conflict,
     ContextBlock,
@@ -48,6 +49,7 @@ from recall_schemas import (
     GetBySession,
     GetByTag,
     GetContext,
+    GetHistory,
     GetRecent,
     GetRelationships,
     Group,
@@ -55,27 +57,35 @@ from recall_schemas import (
     InvalidRequest,
     ListGroups,
     ListMembers,
+    ListStale,
     MemoryBead,
     PayloadTooLarge,
     RankByImportance,
     RecallTimeout,
+    RejectBead,
     Relationship,
     RelationshipList,
     RelType,
     RemoveMember,
     SearchBeads,
     SearchResult,
+    StaleBead,
+    StaleList,
     Subgraph,
+    SupersedeBead,
     TraverseGraph,
     Unauthorized,
     Unavailable,
     UpdateBead,
+    VerifyBead,
     Why,
     WhyResult,
     describe_validation,
     error_from_reply,
 )
+from recall_schemas import capture as cap
 from recall_schemas import coordination as c
+from recall_schemas import forget as fg
 from recall_schemas.ids import AI_ID_PATTERN
 from recall_schemas.requests import (
     DEADLINE_HEADER,
@@ -444,8 +454,9 @@ class RecallClient:
         await asyncio.gather(*(send(i, batch) for i, batch in enumerate(batches)))
         return [item for batch in results for item in batch]
 
-    async def get_bead(self, bead_id: str) -> MemoryBead:
-        return await self.call("get_bead", _build(GetBead, bead_id=bead_id), MemoryBead)
+    async def get_bead(self, bead_id: str, as_of: datetime | None = None) -> MemoryBead:
+        """The bead; with ``as_of``, its version of then (not found if it was created later)."""
+        return await self.call("get_bead", _build(GetBead, bead_id=bead_id, as_of=as_of), MemoryBead)
 
     async def update_bead(self, bead_id: str, *, if_version: int | None = None, **updates: Any) -> MemoryBead:
         """Change fields (any of :class:`BeadUpdates`); others stay as they are. With ``if_version``
@@ -477,7 +488,8 @@ class RecallClient:
     async def search_beads(
         self, query: str, limit: int = 20, filters: dict[str, Any] | None = None, **options: Any
     ) -> SearchResult:
-        """Search visible beads. ``filters``: :class:`BeadFilters` fields; ``options``: mode, max_tokens."""
+        """Search visible beads. ``filters``: :class:`BeadFilters` fields (e.g. valid_at); ``options``: mode,
+        max_tokens, as_of (search the store as it was then)."""
         request = _build(SearchBeads, query=query, limit=limit, filters=filters or {}, **options)
         return await self.call("search_beads", request, SearchResult)
 
@@ -510,22 +522,26 @@ class RecallClient:
                 return beads
             request = _build(model, limit=limit - len(beads), cursor=reply.next_cursor, **fields)
 
-    async def get_by_session(self, session_id: str, limit: int = 100) -> list[MemoryBead]:
+    async def get_by_session(
+        self, session_id: str, limit: int = 100, as_of: datetime | None = None
+    ) -> list[MemoryBead]:
         """The visible beads of a session (your own of that id, else a groupmate's), oldest first: up to
-        ``limit`` (paged for you)."""
-        return await self._listing("get_by_session", GetBySession, limit, session_id=session_id)
+        ``limit`` (paged for you). Every listing takes ``as_of``: the listing as the store knew it then."""
+        return await self._listing("get_by_session", GetBySession, limit, session_id=session_id, as_of=as_of)
 
-    async def get_by_group(self, group_id: str, limit: int = 100) -> list[MemoryBead]:
+    async def get_by_group(self, group_id: str, limit: int = 100, as_of: datetime | None = None) -> list[MemoryBead]:
         """The beads of a group, newest first: up to ``limit`` (paged for you)."""
-        return await self._listing("get_by_group", GetByGroup, limit, group_id=group_id)
+        return await self._listing("get_by_group", GetByGroup, limit, group_id=group_id, as_of=as_of)
 
-    async def get_by_tag(self, tag: str, limit: int = 100) -> list[MemoryBead]:
+    async def get_by_tag(self, tag: str, limit: int = 100, as_of: datetime | None = None) -> list[MemoryBead]:
         """Visible beads with ``tag``, newest first: up to ``limit`` (paged for you)."""
-        return await self._listing("get_by_tag", GetByTag, limit, tag=tag)
+        return await self._listing("get_by_tag", GetByTag, limit, tag=tag, as_of=as_of)
 
-    async def get_recent(self, limit: int = 10, since: datetime | None = None) -> list[MemoryBead]:
+    async def get_recent(
+        self, limit: int = 10, since: datetime | None = None, as_of: datetime | None = None
+    ) -> list[MemoryBead]:
         """The most recent visible beads (created at or after ``since``): up to ``limit``, paged for you."""
-        return await self._listing("get_recent", GetRecent, limit, **({"since": since} if since else {}))
+        return await self._listing("get_recent", GetRecent, limit, **({"since": since} if since else {}), as_of=as_of)
 
     # --- relationships ----------------------------------------------------------------------------
 
@@ -556,7 +572,9 @@ class RecallClient:
         rel_types: Sequence[RelType | str] = (),
         direction: str = "both",
         limit: int = 200,
+        as_of: datetime | None = None,
     ) -> Subgraph:
+        """Breadth-first walk from ``start_id``; with ``as_of``, over the graph as it was then."""
         request = _build(
             TraverseGraph,
             start_id=start_id,
@@ -564,6 +582,7 @@ class RecallClient:
             rel_types=list(rel_types),
             direction=direction,
             limit=limit,
+            as_of=as_of,
         )
         return await self.call("traverse_graph", request, Subgraph)
 
@@ -688,11 +707,94 @@ class RecallClient:
 
     # --- lifecycle: trust, supersede, history ---------------------------------------------------
 
+    async def verify_bead(self, bead_id: str, note: str | None = None) -> MemoryBead:
+        """Vouch for a bead another identity wrote (it ranks a little higher); the bead with your mark.
+        Verifying again changes nothing; your own bead is ``Forbidden``."""
+        return await self.call("verify_bead", _build(VerifyBead, bead_id=bead_id, note=note), MemoryBead)
+
+    async def reject_bead(self, bead_id: str, reason: str) -> MemoryBead:
+        """Mark a bead another identity wrote as wrong, saying why (it is demoted in every ranking)."""
+        return await self.call("reject_bead", _build(RejectBead, bead_id=bead_id, reason=reason), MemoryBead)
+
+    async def list_stale(
+        self, group_id: str | None = None, older_than_days: float = 30, limit: int = 50
+    ) -> list[StaleBead]:
+        """Visible beads due for a re-check, oldest first, each with its causes: weak provenance and unverified
+        past ``older_than_days``, or a source (``metadata.source_bead_id``) superseded or gone. Pages for
+        you until ``limit`` are found or nothing is left."""
+        found: list[StaleBead] = []
+        cursor: str | None = None
+        while len(found) < limit:
+            request = _build(
+                ListStale, group_id=group_id, older_than_days=older_than_days, limit=limit - len(found), cursor=cursor
+            )
+            reply = await self.call("list_stale", request, StaleList)
+            found.extend(reply.items)
+            if reply.next_cursor is None:
+                break
+            cursor = reply.next_cursor
+        return found
+
+    async def supersede_bead(self, old_id: str, new_id: str, reason: str | None = None) -> Relationship:
+        """``new_id`` replaces ``old_id`` (an UPDATES edge new → old): the old bead stays readable and ranks
+        lower. Needs the right to change the old bead; superseding again returns the same link."""
+        request = _build(SupersedeBead, old_id=old_id, new_id=new_id, reason=reason)
+        return await self.call("supersede_bead", request, Relationship)
+
+    async def get_history(self, bead_id: str, limit: int = 50) -> BeadHistory:
+        """The versions of a bead you may see, oldest first (``offset`` < 0 older, > 0 newer), with who
+        superseded which, when and why."""
+        return await self.call("get_history", _build(GetHistory, bead_id=bead_id, limit=limit), BeadHistory)
+
     # --- lifecycle: forget -----------------------------------------------------------------------
+
+    async def forget_bead(self, bead_id: str, reason: str, *, allow_again: bool = False) -> fg.Tombstone:
+        """Forget a bead for good (its creator, or the group's ops): its content, vectors, index entries and
+        edges go, a tombstone stays; unless ``allow_again``, the same content is refused in its scope."""
+        request = _build(fg.ForgetBead, bead_id=bead_id, reason=reason, allow_again=allow_again)
+        return await self.call("forget_bead", request, fg.Tombstone)
+
+    async def forget_by_author(self, ai_id: str, reason: str, *, allow_again: bool = False) -> fg.ForgottenByAuthor:
+        """Forget every bead ``ai_id`` created: all of them if it is this identity, else those of the groups
+        this identity is ops of."""
+        request = _build(fg.ForgetByAuthor, ai_id=ai_id, reason=reason, allow_again=allow_again)
+        return await self.call("forget_by_author", request, fg.ForgottenByAuthor)
+
+    async def list_forgotten(self, group_id: str | None = None, limit: int = 100) -> list[fg.Tombstone]:
+        """Tombstones this identity forgot, or of the groups it is ops of; newest first."""
+        request = _build(fg.ListForgotten, group_id=group_id, limit=limit)
+        return (await self.call("list_forgotten", request, fg.TombstoneList)).tombstones
+
+    async def allow_forgotten(self, bead_id: str) -> fg.Tombstone:
+        """Let a forgotten bead's content be stored again in its scope."""
+        return await self.call("allow_forgotten", _build(fg.AllowForgotten, bead_id=bead_id), fg.Tombstone)
 
     # --- lifecycle: time -------------------------------------------------------------------------
 
     # --- capture: extraction, collectors ---------------------------------------------------------
+
+    async def remember_extracted(self, text: str, **fields: Any) -> cap.RememberedTopics:
+        """Facts extracted from ``text`` (by the hub's LLM, else by outline), each stored ``PART_OF`` its topic
+        hub; the same text again stores nothing new. ``fields``: visibility, group_id, session_id, max_facts,
+        importance, tags. An LLM extraction can take longer than the client's ``timeout``: give it room."""
+        request = _build(cap.RememberExtracted, text=text, **fields)
+        return await self.call("remember_extracted", request, cap.RememberedTopics)
+
+    async def remember_topics(
+        self, topics: Sequence[cap.TopicInput | Mapping[str, Any]], **fields: Any
+    ) -> cap.RememberedTopics:
+        """Facts already split by topic (``[{"name": ..., "facts": [{"title", "content", "key", "metadata"}]}]``),
+        stored ``PART_OF`` their topic hubs in one atomic step; a keyed fact stored again with another text
+        updates its bead. ``fields``: visibility, group_id, session_id, bead_type, provenance, tags, hub_metadata."""
+        request = _build(cap.RememberTopics, topics=list(topics), **fields)
+        return await self.call("remember_topics", request, cap.RememberedTopics)
+
+    async def recall_where(
+        self, query: str, limit: int = 30, filters: dict[str, Any] | None = None
+    ) -> cap.WhereResult:
+        """Where a subject was met: the files, commits, sessions and commands of the visible beads about it."""
+        request = _build(cap.RecallWhere, query=query, limit=limit, filters=filters or {})
+        return await self.call("recall_where", request, cap.WhereResult)
 
     # --- change feed ----------------------------------------------------------------------------
 

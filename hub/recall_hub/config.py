@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from recall_hub.embedders import EmbedderConfig
+from recall_hub.extractors.base import ExtractorConfig
 
 
 class HubSettings(BaseSettings):
@@ -73,6 +74,11 @@ class HubSettings(BaseSettings):
     auth_required: bool = Field(default=False, description="False only in the embedded dev mode")
     embedder: EmbedderConfig = Field(
         default_factory=EmbedderConfig, description="RECALL_EMBEDDER__KIND=local|openai|hash, …"
+    )
+    extractor: ExtractorConfig = Field(
+        default_factory=ExtractorConfig,
+        description="RECALL_EXTRACTOR__URL/__MODEL/__API_KEY/__TIMEOUT_S: the LLM remember_extracted asks; no URL: "
+        "a deterministic outline of the text",
     )
     vector_quantization: str = Field(default="Q8", description="Q8, BIN or NOQUANT (VADD)")
     auto_related: bool = Field(default=True, description="Link a new bead RELATED_TO its nearest beads")
@@ -165,6 +171,10 @@ class HubSettings(BaseSettings):
     )
     kv_recall_scan_max: int = Field(
         default=2_000, ge=10, description="Key-value entries unified_recall examines per request"
+    )
+    forget_similarity: float = Field(
+        default=0.92, ge=0, le=1,
+        description="Cosine at which new content counts as a near duplicate of forgotten content and is refused",
     )
 
     @field_validator("metrics_port", mode="before")

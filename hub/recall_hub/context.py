@@ -11,6 +11,7 @@ from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.embedders.query_cache import QueryVectors
+from recall_hub.extractors import Extractor, make_extractor
 from recall_hub.store.access import AccessLog
 from recall_hub.store.agents import AgentStore
 from recall_hub.store.applied import AppliedEvents
@@ -59,6 +60,8 @@ class HubContext:
     memberships: MembershipCache
     replicas: tuple[ReplicaRoute, ...] = field(default=())
     """Read replicas, each watched by a task of its own (store/replica.py); empty: every read on the primary."""
+    extractor: Extractor | None = None
+    """The LLM remember_extracted asks (RECALL_EXTRACTOR__URL); None: a deterministic outline of the text."""
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:
@@ -113,6 +116,7 @@ class HubContext:
             accessed=AccessLog(graph),
             memberships=MembershipCache(beads, redis, keys),
             replicas=replicas,
+            extractor=make_extractor(settings.extractor),
         )
         for replica in replicas:
             replica.start()
@@ -124,3 +128,5 @@ class HubContext:
         await self.graph.aclose()
         await self.redis.aclose()
         await self.embedder.aclose()
+        if self.extractor is not None:
+            await self.extractor.aclose()

@@ -203,7 +203,8 @@ class PromoteToBead(WireModel):
 
 # --- change feed -------------------------------------------------------------------------------
 
-ChangeAction = Literal["created", "updated", "deleted", "hidden"]
+ChangeAction = Literal["created", "updated", "deleted", "hidden", "forgotten"]
+"""``forgotten``: the bead was forgotten; earlier entries of it in the log no longer carry its content."""
 
 
 class Change(WireModel):

@@ -16,6 +16,8 @@ class BeadType(StrEnum):
     NOTE = "note"
     QUESTION = "question"
     EVENT = "event"
+    TOPIC = "topic"
+    """A topic hub: the beads about one topic link to it PART_OF (searches leave hubs out by default)."""
 
 
 class Visibility(StrEnum):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from .enums import BeadStatus, BeadType, Provenance, RelType, Role, Visibility
 from .ids import AiId, BeadId, GroupId, SessionId
+from .trust_marks import TrustMark
 
 Tag = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/\-]{0,63}$")]
 Title = Annotated[str, StringConstraints(min_length=1, max_length=512)]
@@ -52,7 +53,12 @@ class MemoryBead(WireModel):
         default=1, ge=1, description="1 when created, +1 on every change; pass it as if_version to update safely"
     )
     # --- lifecycle: trust ---
+    trust: list[TrustMark] = Field(
+        default_factory=list, description="Who verified or rejected the bead, when and why (one mark per identity)"
+    )
     # --- lifecycle: time ---
+    valid_from: datetime | None = Field(default=None, description="When the fact starts to hold; None: since always")
+    valid_to: datetime | None = Field(default=None, description="When the fact stops holding; None: still holds")
     # --- capture ---
 
 

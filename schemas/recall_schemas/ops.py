@@ -10,8 +10,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from . import capture as cap
 from . import coordination as c
+from . import forget as f
+from . import history as h
 from . import requests as r
+from . import trust as t
 from .models import Group, MemoryBead, Relationship, Subgraph
 
 
@@ -73,8 +77,35 @@ OPERATIONS: dict[str, Operation] = {
         Operation("promote_to_bead", c.PromoteToBead, MemoryBead, "Turn a key-value memory into a bead"),
         Operation("changes_since", c.ChangesSince, c.ChangeBatch, "Replay a group's bead changes from a cursor"),
         # --- lifecycle: trust, supersede, history ---
+        Operation("verify_bead", t.VerifyBead, MemoryBead, "Vouch for a bead someone else wrote (ranks a bit higher)"),
+        Operation("reject_bead", t.RejectBead, MemoryBead, "Mark a bead someone else wrote as wrong (demotes it)"),
+        Operation(
+            "list_stale", t.ListStale, t.StaleList,
+            "Visible beads to re-check: old unverified weak provenance, or a source superseded or gone",
+        ),
+        Operation("supersede_bead", h.SupersedeBead, Relationship, "Replace a bead by a newer one (UPDATES)"),
+        Operation("get_history", h.GetHistory, h.BeadHistory, "The visible older and newer versions of a bead"),
         # --- lifecycle: forget ---
+        Operation("forget_bead", f.ForgetBead, f.Tombstone, "Forget a bead for good, leaving a tombstone"),
+        Operation(
+            "forget_by_author", f.ForgetByAuthor, f.ForgottenByAuthor,
+            "Forget every bead an identity created where the caller may (its own, or its groups as ops)",
+        ),
+        Operation("list_forgotten", f.ListForgotten, f.TombstoneList, "Tombstones the caller forgot or is ops of"),
+        Operation("allow_forgotten", f.AllowForgotten, f.Tombstone, "Let a forgotten bead's content be stored again"),
         # --- lifecycle: time ---
         # --- capture: extraction, collectors ---
+        Operation(
+            "remember_extracted", cap.RememberExtracted, cap.RememberedTopics,
+            "Extract facts from a text (LLM, else outline) and store each PART_OF its topic hub, atomically",
+        ),
+        Operation(
+            "remember_topics", cap.RememberTopics, cap.RememberedTopics,
+            "Store facts already split by topic PART_OF their topic hubs, atomically (keyed facts update)",
+        ),
+        Operation(
+            "recall_where", cap.RecallWhere, cap.WhereResult,
+            "Where a subject was met: files, commits, sessions and commands of the matching visible beads",
+        ),
     )
 }

@@ -27,6 +27,7 @@ from .models import (
     Title,
     WireModel,
 )
+from .validity import AS_OF, VALID_AT, VALID_FROM, VALID_TO, DateWindow, UtcTime, check_interval
 
 Limit = Annotated[int, Field(ge=1, le=500)]
 DEADLINE_HEADER = "Recall-Deadline"
@@ -79,11 +80,14 @@ class CreateBead(WireModel):
     idempotency_key: IdempotencyKey | None = Field(
         default=None, description="A retried create with the same key returns the first bead"
     )
+    valid_from: UtcTime | None = Field(default=None, description=VALID_FROM)
+    valid_to: UtcTime | None = Field(default=None, description=VALID_TO)
 
     @model_validator(mode="after")
     def _group_needs_group_id(self) -> CreateBead:
         if self.visibility is Visibility.GROUP and self.group_id is None:
             raise ValueError("visibility 'group' needs a group_id")
+        check_interval(self.valid_from, self.valid_to)
         return self
 
 
@@ -112,6 +116,7 @@ class CreatedBeads(WireModel):
 
 class GetBead(WireModel):
     bead_id: BeadId
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 class BeadUpdates(WireModel):
@@ -126,6 +131,13 @@ class BeadUpdates(WireModel):
     status: BeadStatus | None = None
     visibility: Visibility | None = None
     group_id: GroupId | None = None
+    valid_from: UtcTime | None = Field(default=None, description=VALID_FROM + " (null clears it)")
+    valid_to: UtcTime | None = Field(default=None, description=VALID_TO + " (null clears it)")
+
+    @model_validator(mode="after")
+    def _interval_in_order(self) -> BeadUpdates:
+        check_interval(self.valid_from, self.valid_to)
+        return self
 
 
 Version = Annotated[int, Field(ge=1)]
@@ -177,6 +189,7 @@ class BeadFilters(WireModel):
     created_after: datetime | None = None
     created_before: datetime | None = None
     status: BeadStatus | None = Field(default=None, description="None: any status (archived ones rank lower)")
+    valid_at: UtcTime | None = Field(default=None, description=VALID_AT)
 
 
 class SearchBeads(WireModel):
@@ -195,6 +208,11 @@ class SearchBeads(WireModel):
         description="How hybrid mode fuses the keyword and vector lists: weighted normalised scores (default, "
         "best measured) or Reciprocal Rank Fusion on rank positions",
     )
+    include_hubs: bool = Field(
+        default=False,
+        description="Also return topic hub beads (bead_type 'topic'); left out by default, their facts stand in",
+    )
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 class RankSource(WireModel):
@@ -222,6 +240,9 @@ class SearchResult(WireModel):
     truncated: bool = Field(
         default=False, description="Cut to fit the bus's max payload: some of what matched is not in this reply"
     )
+    date_window: DateWindow | None = Field(
+        default=None, description="The date expression understood in the query, if any, and the window it names"
+    )
 
 
 ListCursor = Annotated[str, Field(pattern=r"^[0-9]{1,19}:b_[a-z0-9]{4,32}$")]
@@ -232,24 +253,28 @@ class GetBySession(WireModel):
     session_id: SessionId
     limit: Limit = 100
     cursor: ListCursor | None = Field(default=None, description=CURSOR)
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 class GetByGroup(WireModel):
     group_id: GroupId
     limit: Limit = 100
     cursor: ListCursor | None = Field(default=None, description=CURSOR)
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 class GetByTag(WireModel):
     tag: Tag
     limit: Limit = 100
     cursor: ListCursor | None = Field(default=None, description=CURSOR)
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 class GetRecent(WireModel):
     limit: Limit = 10
     since: datetime | None = None
     cursor: ListCursor | None = Field(default=None, description=CURSOR)
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 # --- relationships and graph -------------------------------------------------------------------
@@ -287,6 +312,7 @@ class TraverseGraph(WireModel):
     rel_types: list[RelType] = Field(default_factory=list, description="Empty: every type")
     direction: Direction = Direction.BOTH
     limit: Limit = 200
+    as_of: UtcTime | None = Field(default=None, description=AS_OF)
 
 
 # --- maintenance -------------------------------------------------------------------------------
@@ -372,6 +398,10 @@ class GetContext(WireModel):
     max_tokens: Annotated[int, Field(ge=16, le=200_000)] = 1000
     filters: BeadFilters = Field(default_factory=BeadFilters)
     max_per_source: Annotated[int, Field(ge=1, le=50)] = 2
+    include_hubs: bool = Field(
+        default=False,
+        description="Also pack topic hub beads (bead_type 'topic'); left out by default, their facts stand in",
+    )
 
 
 class ContextBlock(WireModel):

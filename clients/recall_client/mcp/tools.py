@@ -69,7 +69,8 @@ LIMIT = "Maximum number of results (1–500)."
 FILTERS = (
     "Optional constraints, all of which must hold: tags (the bead carries every one), bead_types, "
     "session_id, group_id, created_by (an AI id), visibility, min_importance/max_importance (0–10), "
-    "created_after/created_before (ISO 8601), status ('active'/'archived'; default any, archived rank lower)."
+    "created_after/created_before (ISO 8601), status ('active'/'archived'; default any, archived rank lower), "
+    "valid_at (ISO 8601: only facts that held then)."
 )
 REL_TYPES = (
     "Relationship types to follow; empty means all. FOLLOWS_FROM (came after/because of), RELATED_TO "
@@ -82,6 +83,7 @@ VISIBILITY = (
     "Who may read the bead: 'private' (only you; the default), 'group' (current members of group_id; "
     "needs group_id) or 'global' (every agent on the hub). Enforced by the hub on every read."
 )
+AS_OF = "Optional ISO 8601 time with zone: answer as memory was then (later beads absent, old versions shown)."
 
 
 def _new_idempotency_key(_: HubLink) -> str:
@@ -153,6 +155,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "provenance": "How you know it: 'observed' (seen directly, e.g. command output), 'authored' "
             "(your own conclusion; default), 'recorded' (copied from a source), 'derived' (inferred or "
             "summarised). Stronger provenance ranks higher.",
+            "valid_from": "Optional ISO 8601 time with zone when the fact starts to hold in the world.",
+            "valid_to": "Optional ISO 8601 time with zone when it stops holding (not before valid_from).",
         },
         hidden={"idempotency_key": _new_idempotency_key},
     ),
@@ -161,7 +165,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Read a memory",
         "Use when you have a bead_id and need the whole memory. A bead you may not see is reported as not "
         "found, exactly like one that does not exist.",
-        params={"bead_id": BEAD_ID},
+        params={"bead_id": BEAD_ID, "as_of": AS_OF},
         read_only=True,
     ),
     ToolSpec(
@@ -174,7 +178,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "bead_id": BEAD_ID,
             "updates": "Object with only the fields to change: title, content, bead_type, importance, tags "
             "(replaces the list), metadata (replaces the object), status ('active'/'archived'), visibility, "
-            "group_id.",
+            "group_id, valid_from/valid_to (ISO 8601 with zone; null clears).",
         },
         destructive=True,
         idempotent=True,
@@ -207,6 +211,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "max_tokens": "Optional token budget: return only the best hits whose beads fit in it.",
             "use_priors": "Weigh importance, recency, provenance and status into the ranking (bounded). "
             "False ranks by relevance alone.",
+            "as_of": AS_OF,
         },
         read_only=True,
     ),
@@ -263,6 +268,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         params={
             "limit": "Maximum beads (1–500; default 10).",
             "since": "Optional ISO 8601 time: only beads created at or after it.",
+            "as_of": AS_OF,
         },
         read_only=True,
     ),
@@ -271,7 +277,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Memories of a session",
         "Use to replay one work session, to resume work or prepare a handoff: every bead of it you may see, "
         "oldest first.",
-        params={"session_id": SESSION_ID, "limit": LIMIT + " Default 100."},
+        params={"session_id": SESSION_ID, "limit": LIMIT + " Default 100.", "as_of": AS_OF},
         read_only=True,
     ),
     ToolSpec(
@@ -279,7 +285,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Memories of a group",
         "Use to list one of your groups' memories, newest first. Only members may list a group; to anyone "
         "else it does not exist.",
-        params={"group_id": GROUP_ID, "limit": LIMIT + " Default 100."},
+        params={"group_id": GROUP_ID, "limit": LIMIT + " Default 100.", "as_of": AS_OF},
         read_only=True,
     ),
     ToolSpec(
@@ -287,7 +293,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         "Memories with a tag",
         "Use to list everything filed under one label: the beads you may see with a tag, newest first. To "
         "combine tags with a query, use search_beads with filters.tags.",
-        params={"tag": "The tag, exactly as stored (case-sensitive).", "limit": LIMIT + " Default 100."},
+        params={
+            "tag": "The tag, exactly as stored (case-sensitive).", "limit": LIMIT + " Default 100.", "as_of": AS_OF
+        },
         read_only=True,
     ),
     # --- relationships -------------------------------------------------------------------------------
@@ -330,6 +338,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "rel_types": REL_TYPES,
             "direction": DIRECTION,
             "limit": "Maximum beads returned (1–500; default 200).",
+            "as_of": AS_OF,
         },
         read_only=True,
     ),
@@ -569,9 +578,152 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         read_only=True,
     ),
     # --- lifecycle: trust, supersede, history ---
+    ToolSpec(
+        "verify_bead",
+        "Vouch for a memory",
+        "Use after checking that a memory someone else wrote is right: records you as its verifier (with an "
+        "optional note), which makes it rank a little higher. Verifying again changes nothing; your own beads "
+        "cannot be verified by you.",
+        params={"bead_id": "The bead you checked. " + BEAD_ID, "note": "Optional: what you checked, or how."},
+        idempotent=True,
+    ),
+    ToolSpec(
+        "reject_bead",
+        "Mark a memory as wrong",
+        "Use when a memory someone else wrote is wrong: records your rejection and reason; the bead stays "
+        "readable but ranks lower in every search, and search explanations say it was rejected. If you have "
+        "the right answer, store it and use supersede_bead.",
+        params={"bead_id": "The wrong bead. " + BEAD_ID, "reason": "Why it is wrong (required)."},
+        idempotent=True,
+    ),
+    ToolSpec(
+        "list_stale",
+        "Memories due for a re-check",
+        "Use to find memories worth re-checking: unverified beads of weak provenance (recorded, derived) older "
+        "than older_than_days, and beads whose source (metadata.source_bead_id) was superseded or is gone. "
+        "Each comes with its causes; verify, reject or supersede them.",
+        params={
+            "group_id": "Optional: only this group's beads. " + GROUP_ID,
+            "older_than_days": "Age after which an unverified weak bead counts as stale (default 30).",
+            "limit": LIMIT + " Default 50.",
+            "cursor": "The next_cursor of a previous reply, to continue; omit to start from the oldest.",
+        },
+        read_only=True,
+    ),
+    ToolSpec(
+        "supersede_bead",
+        "Replace a memory by a newer one",
+        "Use when a memory is outdated and you stored its replacement: links new_id UPDATES old_id, so the old "
+        "one ranks lower everywhere but stays readable. You need the right to change the old bead (its creator "
+        "or the group's ops). Repeating it changes nothing.",
+        params={
+            "old_id": "The outdated bead. " + BEAD_ID,
+            "new_id": "The bead that replaces it; must differ from old_id.",
+            "reason": "Optional: why it was replaced.",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "get_history",
+        "Versions of a memory",
+        "Use to see how a memory changed over time: its older and newer versions you may see, oldest first "
+        "(offset < 0 older, > 0 newer), and who replaced which, when and why.",
+        params={"bead_id": BEAD_ID, "limit": "Maximum versions returned (1–200; default 50)."},
+        read_only=True,
+    ),
     # --- lifecycle: forget ---
+    ToolSpec(
+        "forget_bead",
+        "Forget a memory for good",
+        "Use when a memory must not exist any more (a leaked secret, personal data, a retraction): removes its "
+        "content, vectors and links and leaves a tombstone (who, when, why). Unless allow_again, the same or "
+        "nearly the same content is refused in that scope from then on. Only the creator or the group's ops.",
+        params={
+            "bead_id": BEAD_ID,
+            "reason": "Why it is forgotten, kept on the tombstone (never repeat the content here).",
+            "allow_again": "True: the same content may be stored again later; default false (refused).",
+        },
+        destructive=True,
+    ),
+    ToolSpec(
+        "forget_by_author",
+        "Forget everything an identity wrote",
+        "Use when an identity leaves and its memories must go: forgets every bead it created in the groups "
+        "you are ops of (or, for your own id, all of yours). Others' beads are untouched. Returns counts.",
+        params={
+            "ai_id": "The identity whose beads are forgotten ('a_…' or 'o_…').",
+            "reason": "Why, kept on each tombstone.",
+            "allow_again": "True: the same contents may be stored again later; default false (refused).",
+        },
+        destructive=True,
+    ),
+    ToolSpec(
+        "list_forgotten",
+        "List forgotten memories",
+        "Use to review what was forgotten: the tombstones (bead id, content hash, who, when, why, still "
+        "refused or not) of beads you forgot or of groups you are ops of. Never shows the forgotten content.",
+        params={"group_id": "Only this group's tombstones (you must be a member).", "limit": LIMIT},
+        read_only=True,
+    ),
+    ToolSpec(
+        "allow_forgotten",
+        "Allow forgotten content again",
+        "Use to lift the refusal a forget left: the same content may then be stored again in that scope. Only "
+        "who forgot the bead or the group's ops. The forgotten bead itself does not come back.",
+        params={"bead_id": "Id of the forgotten bead, as listed by list_forgotten."},
+        idempotent=True,
+    ),
     # --- lifecycle: time ---
     # --- capture: extraction, collectors ---
+    ToolSpec(
+        "remember_extracted",
+        "Remember the facts of a text",
+        "Use to store what a longer text (notes, a transcript, a report) says: the hub splits it into facts by "
+        "topic, each a bead linked PART_OF one topic hub per topic, in one step. Sending the same text again "
+        "stores nothing new. For one idea you wrote yourself, create_bead is simpler.",
+        params={
+            "text": "The text to extract facts from (at most 256 KiB).",
+            "visibility": VISIBILITY,
+            "group_id": "Group of the beads (required with visibility='group'); you must be a member.",
+            "session_id": SESSION_ID,
+            "max_facts": "At most this many facts are stored (1–256; default 50).",
+            "importance": "0–10 for every fact; 5 is normal.",
+            "tags": "Labels put on every fact (at most 32).",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "remember_topics",
+        "Remember facts under topics",
+        "Use when you have already split knowledge by topic (sections of a document, say): stores each fact as "
+        "a bead PART_OF its topic's hub, atomically. A fact with a key replaces the text stored under that key "
+        "when it changed; without a key, the same fact is never stored twice.",
+        params={
+            "topics": "[{name, facts: [{title, content, key?, metadata?}]}]: at most 64 topics, 256 facts.",
+            "visibility": VISIBILITY,
+            "group_id": "Group of the beads (required with visibility='group'); you must be a member.",
+            "session_id": SESSION_ID,
+            "importance": "0–10 for every fact; 5 is normal.",
+            "tags": "Labels put on every fact (at most 32).",
+            "bead_type": "Kind of every fact: fact (default), note, decision, … (not 'topic').",
+            "provenance": "How you know them: 'recorded' (copied from a source; default), 'observed', "
+            "'authored' or 'derived'.",
+            "hub_metadata": "JSON object put on topic hubs this call creates.",
+        },
+        idempotent=True,
+    ),
+    ToolSpec(
+        "recall_where",
+        "Where was this met",
+        "Use to find where a subject came up: the files (documents), commits, sessions and commands (runs) "
+        "of the memories about it that you may see, grouped by kind, best first, each with the bead ids.",
+        params={
+            "query": "The subject, in words or identifiers.",
+            "limit": "How many matching beads to look at (1–100; default 30).",
+            "filters": FILTERS,
+        },
+        read_only=True,
+    ),
 )
 
 EXCLUDED_OPERATIONS: frozenset[str] = frozenset()

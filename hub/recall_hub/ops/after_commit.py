@@ -143,7 +143,9 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
 
 async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any] | None) -> None:
     """The change-feed entries of one outbox entry (each logged once) and their notifications."""
-    for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind != "deleted"):
+    for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind not in ("deleted", "forgotten")):
+        if entry.kind == "forgotten":
+            action = "forgotten"  # gone like a deletion, and its earlier entries lose their content (ops/forget.py)
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
         snapshot = props if props is not None and feed_scope(props) == scope else None
         change = await ctx.feed.append_once(

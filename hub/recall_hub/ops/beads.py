@@ -31,6 +31,9 @@ from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_created, settle_quietly
+from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
+from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
+from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.store.replica import request_scope
 from recall_hub.timeutil import now_ms
@@ -45,7 +48,7 @@ def _check_metadata(metadata: dict[str, Any] | None) -> None:
         raise InvalidRequest(f"metadata keys starting with {RESERVED_METADATA_PREFIX!r} are reserved")
 
 
-def _new_bead(caller: str, req: CreateBead, now: int) -> tuple[dict[str, Any], str]:
+def new_bead_props(caller: str, req: CreateBead, now: int) -> tuple[dict[str, Any], str]:
     """The stored properties of a new bead, and its idempotency key (scoped to the caller)."""
     _check_metadata(req.metadata)
     props = {
@@ -69,6 +72,7 @@ def _new_bead(caller: str, req: CreateBead, now: int) -> tuple[dict[str, Any], s
         "provenance": req.provenance.value,
         "corroborated_by": [],
         "version": 1,
+        **validity_props(req.valid_from, req.valid_to),
     }
     return props, f"{caller}:{req.idempotency_key or props['bead_id']}"
 
@@ -97,7 +101,8 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     key, so a retried create returns the first bead (finishing its after-commit work if a crash
     interrupted it) and a refused one writes nothing.
     """
-    props, idem = _new_bead(caller, req, now_ms())
+    props, idem = new_bead_props(caller, req, now_ms())
+    await check_not_forgotten(ctx, caller, props)
     outcome = await ctx.beads.create(caller, props, idem=idem)
     if outcome is None:
         raise NotFound(f"group {req.group_id} not found")
@@ -122,9 +127,14 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
     for i, bead in enumerate(req.beads):
         try:
             # A millisecond apart, in request order: listings and session chains keep the batch's order.
-            pending.append((i, *_new_bead(caller, bead, now - (len(req.beads) - 1 - i))))
+            pending.append((i, *new_bead_props(caller, bead, now - (len(req.beads) - 1 - i))))
         except RecallError as exc:
             items[i] = CreatedItem(error=exc.to_reply().error)
+    refusals = await refuse_forgotten(ctx, caller, [props for _, props, _ in pending])
+    for (i, _, _), refusal in zip(pending, refusals, strict=True):
+        if refusal is not None:
+            items[i] = CreatedItem(error=refusal.to_reply().error)
+    pending = [p for p, refusal in zip(pending, refusals, strict=True) if refusal is None]
     # A key repeated within the batch names one bead: the first occurrence creates it, the rest replay it.
     first_of: dict[str, int] = {}
     for position, (_, _, idem) in enumerate(pending):
@@ -153,6 +163,11 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
+    if req.as_of is not None:  # a look into the past: not an access of the bead
+        then = await AsOfReads(ctx.graph).get(caller, req.bead_id, as_of_ms(req.as_of))
+        if then is None:
+            raise NotFound(f"bead {req.bead_id} not found")
+        return bead_from_props(then)
     props = await ctx.beads.get(caller, req.bead_id)
     if props is None:
         raise NotFound(f"bead {req.bead_id} not found")
@@ -170,6 +185,7 @@ def _changes(updates: BeadUpdates) -> dict[str, Any]:
         fields["tags"] = list(dict.fromkeys(fields["tags"]))
     if "content" in fields:
         fields["content_hash"] = content_hash(fields["content"])
+    fields.update(validity_changes(updates))
     for key in ("title", "bead_type", "importance", "status", "visibility"):
         if key in fields and fields[key] is None:
             raise InvalidRequest(f"{key} cannot be null")
@@ -181,6 +197,7 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
     if not changes:
         raise InvalidRequest("updates is empty")
     changes["updated_at"] = now_ms()
+    await check_update_not_forgotten(ctx, caller, req.bead_id, changes)
     _, after = await ctx.beads.update(
         caller, req.bead_id, changes, if_version=req.if_version, text_changed=bool(TEXT_FIELDS & changes.keys())
     )

@@ -23,14 +23,19 @@ from recall_hub.context import HubContext
 from recall_hub.ops import (
     agent_state,
     beads,
+    capture,
     changes,
+    forget,
     groups,
     handoff,
+    history,
     kv,
     listing,
     maintenance,
+    places,
     relationships,
     sessions,
+    trust,
 )
 from recall_hub.retrieval import search
 from recall_hub.store.replica import request_scope
@@ -38,7 +43,9 @@ from recall_hub.store.replica import request_scope
 Handler = Callable[[HubContext, str, Any], Awaitable[BaseModel]]
 
 MODULES: tuple[ModuleType, ...] = (
-    agent_state, beads, changes, groups, handoff, kv, listing, maintenance, relationships, search, sessions,
+    capture, places,
+    agent_state, beads, changes, forget, groups, handoff, kv, listing, maintenance, relationships, search, sessions,
+    history, trust,
 )
 
 

@@ -17,6 +17,7 @@ from recall_schemas import RecallError, Unavailable
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
+from recall_hub.store.validity import validity_attributes
 from recall_hub.store.vectors import ATTRIBUTE_FIELDS, scope_of
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def bead_text(props: Mapping[str, Any]) -> str:
 
 
 def attributes(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: props.get(k) for k in ATTRIBUTE_FIELDS}
+    return {k: props.get(k) for k in ATTRIBUTE_FIELDS} | validity_attributes(props)
 
 
 async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:

@@ -16,6 +16,8 @@ from recall_schemas import (
 )
 
 from recall_hub.context import HubContext
+from recall_hub.ops.time_fields import as_of_ms
+from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.records import bead_from_props, relationship_props
 from recall_hub.timeutil import now_ms
 
@@ -47,13 +49,20 @@ async def expand(
     rel_types: list[RelType],
     direction: Direction,
     limit: int,
+    as_of: int | None = None,
 ) -> Subgraph:
     """Breadth-first expansion from visible ``seeds``; one query per hop.
 
-    Only beads the caller can see are entered, so the walk never passes through a hidden bead.
+    Only beads the caller can see are entered, so the walk never passes through a hidden bead. With
+    ``as_of`` (epoch ms) the walk is the graph of then: beads and edges made later are not there, and
+    beads read as their version of then.
     """
     types = [t.value for t in rel_types]
-    visible_seeds = await ctx.beads.visible_ids(caller, seeds)
+    past = AsOfReads(ctx.graph) if as_of is not None else None
+    visible_seeds = (
+        await ctx.beads.visible_ids(caller, seeds) if past is None or as_of is None
+        else await past.visible_ids(caller, seeds, as_of)
+    )
     depth_of = {s: 0 for s in seeds if s in visible_seeds}
     edges: dict[tuple[str, str, str], Relationship] = {}
     frontier = list(depth_of)
@@ -62,7 +71,11 @@ async def expand(
             break
         # Ids and edge properties only: whole beads are read once, for the beads that are kept.
         next_frontier: list[str] = []
-        for bead_id, edge in await ctx.relationships.hop(caller, frontier, types, direction):
+        step = (
+            await ctx.relationships.hop(caller, frontier, types, direction) if past is None or as_of is None
+            else await past.hop(caller, frontier, types, direction, as_of)
+        )
+        for bead_id, edge in step:
             if bead_id not in depth_of:
                 if len(depth_of) >= limit:
                     continue
@@ -70,7 +83,10 @@ async def expand(
                 next_frontier.append(bead_id)
             edges.setdefault((edge.rel_type.value, edge.from_id, edge.to_id), edge)
         frontier = next_frontier
-    found = await ctx.beads.many(caller, list(depth_of))
+    found = (
+        await ctx.beads.many(caller, list(depth_of)) if past is None or as_of is None
+        else await past.many(caller, list(depth_of), as_of)
+    )
     ordered = sorted(found, key=lambda i: (depth_of[i], i))
     return Subgraph(
         nodes=[GraphNode(bead=bead_from_props(found[i][0]), depth=depth_of[i]) for i in ordered],
@@ -79,7 +95,10 @@ async def expand(
 
 
 async def traverse_graph(ctx: HubContext, caller: str, req: TraverseGraph) -> Subgraph:
-    graph = await expand(ctx, caller, [req.start_id], req.max_depth, req.rel_types, req.direction, req.limit)
+    graph = await expand(
+        ctx, caller, [req.start_id], req.max_depth, req.rel_types, req.direction, req.limit,
+        as_of=as_of_ms(req.as_of) if req.as_of is not None else None,
+    )
     if not graph.nodes:
         raise NotFound(f"bead {req.start_id} not found")
     return graph

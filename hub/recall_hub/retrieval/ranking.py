@@ -13,7 +13,8 @@ candidate gains ``CONTEXT_WEIGHT`` times the best fused relevance among its neig
 candidates themselves (:func:`add_context`).
 
 Priors then multiply relevance by ``PRIOR_FACTOR ** z`` where ``z`` in [-1, 1] is a weighted mean
-of importance, recency, provenance and demotion (archived or superseded). So priors move a score by
+of importance, recency, provenance, demotion (archived, superseded or rejected) and verification (a small,
+bounded boost for beads other identities verified). So priors move a score by
 at most ×1.5 up or ÷1.5 down, and can reorder two beads only when their relevance differs by less
 than ``PRIOR_FACTOR ** 2`` = 2.25×.
 """
@@ -34,7 +35,9 @@ MIN_SPREAD = 0.1
 """Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
 PRIOR_FACTOR = 1.5
 RECENCY_HALF_LIFE_DAYS = 30.0
-WEIGHTS = {"importance": 0.35, "recency": 0.2, "provenance": 0.15, "demotion": 0.3}
+WEIGHTS = {"importance": 0.35, "recency": 0.2, "provenance": 0.15, "demotion": 0.3, "verification": 0.1}
+FULL_TRUST = 3
+"""Verifications beyond this many add nothing: the boost is bounded (at most ×1.5**0.1, about 4%)."""
 PROVENANCE_SIGNAL = {"observed": 1.0, "authored": 0.5, "recorded": 0.0, "derived": -0.5}
 DAY_MS = 86_400_000
 
@@ -47,6 +50,8 @@ class Fused:
     context: float = 0.0
     """The part of ``relevance`` lent by a neighbour (graph context)."""
     context_from: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What else moved ``relevance`` (a date window), for the explanation."""
 
 
 def rrf(lists: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Fused]:
@@ -112,6 +117,10 @@ def add_context(
             entry.relevance += entry.context
 
 
+def _identities(n: int) -> str:
+    return "1 identity" if n == 1 else f"{n} identities"
+
+
 def prior(props: Mapping[str, Any], superseded: bool, now_ms: int) -> tuple[float, list[str]]:
     """The bounded multiplier for one bead, and notes on what moved it."""
     importance = (float(props.get("importance", 5)) - 5.0) / 5.0
@@ -119,12 +128,17 @@ def prior(props: Mapping[str, Any], superseded: bool, now_ms: int) -> tuple[floa
     recency = 2.0 * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS) - 1.0
     provenance = PROVENANCE_SIGNAL.get(str(props.get("provenance", "authored")), 0.0)
     archived = props.get("status") == "archived"
-    demotion = -1.0 if (archived or superseded) else 0.0
+    verdicts = props.get("trust_verdicts") or []
+    rejections, verifications = verdicts.count("rejected"), verdicts.count("verified")
+    demotion = -1.0 if (archived or superseded or rejections) else 0.0
+    # A rejected bead gets no credit for its verifications: it is demoted as a whole.
+    verification = 0.0 if rejections else min(verifications, FULL_TRUST) / FULL_TRUST
     z = (
         WEIGHTS["importance"] * importance
         + WEIGHTS["recency"] * recency
         + WEIGHTS["provenance"] * provenance
         + WEIGHTS["demotion"] * demotion
+        + WEIGHTS["verification"] * verification
     )
     z = max(-1.0, min(1.0, z))
     notes = []
@@ -132,4 +146,8 @@ def prior(props: Mapping[str, Any], superseded: bool, now_ms: int) -> tuple[floa
         notes.append("archived: demoted")
     if superseded:
         notes.append("superseded by a newer bead (UPDATES): demoted")
+    if rejections:
+        notes.append(f"rejected by {_identities(rejections)} (the bead's trust says who and why): demoted")
+    elif verifications:
+        notes.append(f"verified by {_identities(verifications)}: trusted a little more")
     return math.pow(PRIOR_FACTOR, z), notes

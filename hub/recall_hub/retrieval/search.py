@@ -21,6 +21,7 @@ from typing import Any
 from recall_schemas import (
     BeadFilters,
     ContextBlock,
+    DateWindow,
     Direction,
     FindSimilar,
     GetContext,
@@ -41,12 +42,14 @@ from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
 from recall_hub.ops.indexing import bead_text, embed_texts
 from recall_hub.ops.relationships import expand
+from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
 from recall_hub.retrieval.scopes import searchable_scopes
+from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.store.records import bead_from_props
 from recall_hub.store.vectors import filter_expression
-from recall_hub.timeutil import now_ms
+from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
 
 KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall"})
@@ -92,7 +95,12 @@ async def rank(
     mode: SearchMode = SearchMode.HYBRID,
     use_priors: bool = True,
     fusion: str = "score",
+    as_of: int | None = None,
+    window: DateWindow | None = None,
+    include_hubs: bool = True,
 ) -> list[SearchHit]:
+    if as_of is not None:
+        filters = created_by_then(filters, as_of)
     depth = max(CANDIDATES, limit)
     hybrid = mode is SearchMode.HYBRID
     wants_vector = mode in (SearchMode.VECTOR, SearchMode.HYBRID)
@@ -106,6 +114,8 @@ async def rank(
     if wants_vector:
         lists["vector"] = await _nearest(ctx, scopes, vector, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
+    if fused and not hubs_wanted(include_hubs, filters):
+        await replace_hubs(ctx, caller, fused)
     if not fused:
         return []
     # Only beads the caller may see (and that pass the filters) rank or lend context.
@@ -124,14 +134,16 @@ async def rank(
         return []
     if hybrid:
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, CONTEXT_WEIGHT)
+    if window is not None:
+        await boost_window(ctx, caller, fused, window)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
-    now = now_ms()
+    now = as_of if as_of is not None else now_ms()  # recency as it was then
     if use_priors:
         ordered = _reachable(ordered, limit)
     # Screened beads are weighed as not superseded; reading them (many) tells, and demotes the few that are.
     staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
-    return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors)
+    return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors, as_of)
 
 
 async def _admit(
@@ -198,7 +210,8 @@ def _weigh(entry: Fused, props: dict[str, Any], superseded: bool, now: int, use_
 
 
 async def _hydrate(
-    ctx: HubContext, caller: str, staged: list[_Weighed], filters: BeadFilters, limit: int, now: int, use_priors: bool
+    ctx: HubContext, caller: str, staged: list[_Weighed], filters: BeadFilters, limit: int, now: int, use_priors: bool,
+    as_of: int | None = None,
 ) -> list[SearchHit]:
     """The best ``limit`` of ``staged`` (best first) as hits, read in full — a few beyond the limit at a time.
 
@@ -210,7 +223,10 @@ async def _hydrate(
     while position < len(staged):
         chunk = staged[position : position + max(limit - len(done), 0) + HYDRATE_SPARE]
         position += len(chunk)
-        beads = await ctx.beads.many(caller, [weighed.entry.bead_id for weighed in chunk], filters)
+        ids = [weighed.entry.bead_id for weighed in chunk]
+        past = past_reads(ctx, as_of)
+        beads = await (ctx.beads.many(caller, ids, filters) if past is None or as_of is None
+                       else past.many(caller, ids, as_of, filters))
         for weighed in chunk:
             found = beads.get(weighed.entry.bead_id)
             if found is None:  # changed since it was screened
@@ -228,6 +244,7 @@ def _hit(weighed: _Weighed, props: dict[str, Any]) -> SearchHit:
     entry, notes = weighed.entry, weighed.notes
     if entry.context_from is not None:
         notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
+    notes = [*entry.notes, *notes]
     return SearchHit(
         bead=bead_from_props(props),
         score=weighed.score,
@@ -277,15 +294,20 @@ def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) ->
 
 
 async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> SearchResult:
-    hits = await rank(ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors, req.fusion)
+    as_of = to_ms(req.as_of) if req.as_of is not None else None
+    window = understood_window(req.query, as_of)
+    hits = await rank(
+        ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors, req.fusion, as_of, window,
+        include_hubs=req.include_hubs,
+    )
     if req.max_tokens is None:
-        return SearchResult(hits=hits)
+        return SearchResult(hits=hits, date_window=window)
     kept, _ = pack(hits, req.max_tokens, max_per_source=req.limit)
-    return SearchResult(hits=kept, tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept))
+    return SearchResult(hits=kept, tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept), date_window=window)
 
 
 async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
-    hits = await rank(ctx, caller, req.query, req.filters, 100)
+    hits = await rank(ctx, caller, req.query, req.filters, 100, include_hubs=req.include_hubs)
     kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
     text = "\n\n".join(render(h.bead) for h in kept)
     return ContextBlock(

@@ -34,6 +34,7 @@ from nats.micro.service import Endpoint, EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     OPERATIONS,
+    BeadHistory,
     BeadList,
     ContextBlock,
     DecayReport,
@@ -47,6 +48,7 @@ from recall_schemas import (
     RecallTimeout,
     RelationshipList,
     SearchResult,
+    StaleList,
     Subgraph,
     Unavailable,
     WhyResult,
@@ -66,7 +68,9 @@ from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, en
 from recall_hub.context import HubContext
 from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
+from recall_hub.ops.history import cut_history, history_items
 from recall_hub.ops.listing import PAGED_OPERATIONS, cursor_after
+from recall_hub.ops.trust import cut_stale
 from recall_hub.retrieval.search import KEYWORD_READERS, render
 from recall_hub.service.metrics import HubMetrics
 from recall_hub.service.tracing import Tracing
@@ -282,6 +286,8 @@ _CUTS: dict[type[BaseModel], _Cut] = {
     DuplicateReport: _Cut(lambda r: r.clusters, _cut_list("clusters")),
     DecayReport: _Cut(lambda r: r.archived, _cut_list("archived")),
     GroupList: _Cut(lambda r: r.groups, _cut_list("groups")),
+    StaleList: _Cut(lambda r: r.items, cut_stale),
+    BeadHistory: _Cut(history_items, cut_history),
 }
 
 

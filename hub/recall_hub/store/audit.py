@@ -27,7 +27,7 @@ from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)
 
-BEAD_ID_FIELDS = ("bead_id", "from_id", "to_id", "start_id", "handoff_bead_id")
+BEAD_ID_FIELDS = ("bead_id", "from_id", "to_id", "start_id", "handoff_bead_id", "old_id", "new_id")
 MAX_IDS = 50
 
 

@@ -13,9 +13,11 @@ from typing import Any
 
 from recall_schemas import BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
 
+from recall_hub.store.as_of import keep_version, versions_of
 from recall_hub.store.filters import filter_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
+from recall_hub.store.validity import interval_after_change, interval_params
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
 
 Props = dict[str, Any]
@@ -88,7 +90,7 @@ class BeadStore:
         return {row[0] for row in rows}
 
     async def screen(self, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Props]:
-        """What priors read (importance, created_at, provenance, status) of the visible beads among
+        """What priors read (importance, created_at, provenance, status, trust verdicts) of the visible beads among
         ``ids`` that pass ``filters``, read compactly. Whether a bead is superseded is left to
         :meth:`many`: the walk to newer beads is half the cost of screening, and few beads have one."""
         clause, params = filter_clause("b", filters)
@@ -96,14 +98,16 @@ class BeadStore:
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
             "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' "
             "+ toString(coalesce(b.created_at, 0)) + ' ' + coalesce(b.provenance, 'authored') + ' ' "
-            "+ coalesce(b.status, 'active')) AS rows " + joined("rows"),
+            "+ coalesce(b.status, 'active') + ' ' + string.join(coalesce(b.trust_verdicts, []), '|')) AS rows "
+            + joined("rows"),
             {"caller": caller, "ids": list(ids), **params},
         )
         return {
             bead_id: {
-                "importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status
+                "importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status,
+                "trust_verdicts": [verdict for verdict in verdicts.split("|") if verdict],
             }
-            for bead_id, importance, created, provenance, status in split_joined(rows)
+            for bead_id, importance, created, provenance, status, verdicts in split_joined(rows)
         }
 
     async def session_links(self, caller: str, ids: Sequence[str]) -> dict[str, list[str]]:
@@ -254,7 +258,8 @@ class BeadStore:
         self, caller: str, bead_id: str, changes: Props, *, if_version: int | None, text_changed: bool
     ) -> tuple[Props, Props]:
         """Apply ``changes`` if the caller may; ``(before, after)``. The bead's scope after the change
-        is checked in the same query: a group bead needs a group the caller belongs to."""
+        is checked in the same query: a group bead needs a group the caller belongs to, and its validity
+        interval must stay in order. The version it replaces is kept (:func:`keep_version`)."""
         scope_ok = (
             "(new_visibility <> 'group' OR new_group IS NOT NULL) AND "
             "(new_group IS NULL OR new_group IN my_groups OR (NOT $group_changed AND new_visibility <> 'group'))"
@@ -265,21 +270,25 @@ class BeadStore:
             "coalesce($changes.visibility, b.visibility) AS new_visibility, "
             "CASE WHEN $group_changed THEN $changes.group_id ELSE b.group_id END AS new_group "
             f"WITH b, may, {scope_ok} AS scope_ok, properties(b) AS before, new_visibility, new_group, "
-            "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current "
-            "FOREACH (_ IN CASE WHEN may AND scope_ok AND current THEN [1] ELSE [] END | "
-            "SET b += $changes, b.version = coalesce(b.version, 1) + 1 "
+            "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current, "
+            f"{interval_after_change('b')} AS interval_ok "
+            "FOREACH (_ IN CASE WHEN may AND scope_ok AND current AND interval_ok THEN [1] ELSE [] END | "
+            + keep_version("b", "before", "$changes.updated_at")
+            + "SET b += $changes, b.version = coalesce(b.version, 1) + 1 "
             + record("updated", after="b", before="before", text_changed="$text_changed") + ") "
-            "RETURN b, may, scope_ok, current, before, new_visibility, new_group",
+            "RETURN b, may, scope_ok, current, before, new_visibility, new_group, interval_ok",
             {
                 "caller": caller, "bead_id": bead_id, "changes": changes, "group_changed": "group_id" in changes,
-                "if_version": if_version, "text_changed": text_changed, **record_params(),
+                "if_version": if_version, "text_changed": text_changed, **interval_params(changes), **record_params(),
             },
         )
         if not rows:
             raise NotFound(f"bead {bead_id} not found")
-        node, may, scope_ok, current, before, new_visibility, new_group = rows[0]
+        node, may, scope_ok, current, before, new_visibility, new_group, interval_ok = rows[0]
         if not may:
             raise Forbidden(f"only the creator (or the group's ops) may change bead {bead_id}")
+        if not interval_ok:
+            raise InvalidRequest(f"valid_to would be before valid_from on bead {bead_id}")
         if not scope_ok:
             if new_visibility == "group" and new_group is None:
                 raise InvalidRequest("visibility 'group' needs a group_id")
@@ -297,7 +306,9 @@ class BeadStore:
             MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
             f"WITH b, {may_modify('b')} AS may, properties(b) AS before, "
             "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current "
-            "FOREACH (_ IN CASE WHEN may AND current THEN [1] ELSE [] END | DETACH DELETE b "
+            + versions_of("b", carry="may, before, current")
+            + "FOREACH (_ IN CASE WHEN may AND current THEN [1] ELSE [] END | "
+            "FOREACH (v IN versions | DETACH DELETE v) DETACH DELETE b "
             + record("deleted", after=None, before="before") + ") "
             "RETURN may, current, before",
             {"caller": caller, "bead_id": bead_id, "if_version": if_version, **record_params()},

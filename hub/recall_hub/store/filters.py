@@ -6,6 +6,7 @@ from typing import Any
 
 from recall_schemas import BeadFilters
 
+from recall_hub.store.validity import holds_at
 from recall_hub.timeutil import to_ms
 
 
@@ -43,5 +44,8 @@ def filter_clause(var: str, filters: BeadFilters) -> tuple[str, dict[str, Any]]:
     if filters.created_before is not None:
         parts.append(f"{var}.created_at < $f_created_before")
         params["f_created_before"] = to_ms(filters.created_before)
+    if filters.valid_at is not None:
+        parts.append(holds_at(var, "$f_valid_at"))
+        params["f_valid_at"] = to_ms(filters.valid_at)
     clause = "".join(f" AND {p}" for p in parts)
     return clause, params

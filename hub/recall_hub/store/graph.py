@@ -37,6 +37,8 @@ INDEXES = [
     "CREATE INDEX FOR (o:Outbox) ON (o.bead_id)",
     "CREATE INDEX FOR (o:Outbox) ON (o.entry_id)",
     "CREATE INDEX FOR (o:Outbox) ON (o.at)",
+    "CREATE INDEX FOR (t:Tombstone) ON (t.bead_id)",
+    "CREATE INDEX FOR (t:Tombstone) ON (t.deny_scope)",
 ]
 DROP_FULLTEXT = "CALL db.idx.fulltext.drop('Bead')"
 """The first release kept a full-text index of beads in the graph; keyword search is tantivy's now
@@ -120,7 +122,7 @@ class GraphStore:
         self, cypher: str, params: dict[str, Any] | None = None, *, read_only: bool = True
     ) -> Rows:
         """Run a query whose columns are plain values (strings, numbers, booleans, lists, maps — never nodes
-        or edges: return ``properties(b)``); its rows, read by :func:`_value` without the FalkorDB client's
+        or edges: return ``properties(b)``); its rows, read by :func:`compact_value` without the FalkorDB client's
         coroutine per value (20 beads as property maps: about a third less time than as nodes)."""
         _reject_nul(params)
         query = self.graph._build_params_header(params or {}) + cypher
@@ -134,7 +136,7 @@ class GraphStore:
             reply = await graph.execute_command(command, self.graph_name, query, "--compact")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
-        rows = Rows([[_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else [])
+        rows = Rows([[compact_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else [])
         rows.exec_ms = _execution_ms(reply[-1])
         return rows
 
@@ -165,7 +167,7 @@ def _execution_ms(stats: list[Any]) -> float:
 _NULL, _STRING, _INTEGER, _BOOLEAN, _DOUBLE, _ARRAY, _MAP = 1, 2, 3, 4, 5, 6, 10
 
 
-def _value(cell: list[Any]) -> Any:
+def compact_value(cell: list[Any]) -> Any:
     """One value of FalkorDB's compact result set: ``[type, payload]``."""
     kind, payload = cell
     if kind == _STRING:
@@ -175,14 +177,14 @@ def _value(cell: list[Any]) -> Any:
     if kind == _NULL:
         return None
     if kind == _ARRAY:
-        return [_value(item) for item in payload]
+        return [compact_value(item) for item in payload]
     if kind == _BOOLEAN:
         return payload in (b"true", "true")
     if kind == _DOUBLE:
         return float(payload)
     if kind == _MAP:
         return {
-            (payload[i].decode() if isinstance(payload[i], bytes) else payload[i]): _value(payload[i + 1])
+            (payload[i].decode() if isinstance(payload[i], bytes) else payload[i]): compact_value(payload[i + 1])
             for i in range(0, len(payload), 2)
         }
     raise TypeError(f"values() reads plain values only, not FalkorDB type {kind}")

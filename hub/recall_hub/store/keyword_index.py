@@ -34,6 +34,7 @@ from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.index_log import REBUILD, ZERO, IndexLog
+from recall_hub.store.validity import OPEN_END, OPEN_START, validity_attributes
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import to_ms
 
@@ -68,6 +69,8 @@ def _schema() -> tantivy.Schema:
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("importance", indexed=True)
     builder.add_integer_field("created_at", indexed=True)
+    builder.add_integer_field("valid_from", indexed=True)
+    builder.add_integer_field("valid_to", indexed=True)
     return builder.build()
 
 
@@ -199,6 +202,8 @@ class KeywordIndex:
             doc.add_text("tags", str(tag))
         doc.add_integer("importance", int(props.get("importance") or 0))
         doc.add_integer("created_at", int(props.get("created_at") or 0))
+        for name, value in validity_attributes(props).items():
+            doc.add_integer(name, value)
         return doc
 
     # --- search -----------------------------------------------------------------------------------
@@ -271,6 +276,10 @@ class KeywordIndex:
                 to_ms(filters.created_before) if filters.created_before is not None else 2**62,
                 include_upper=filters.created_before is None,
             ))
+        if filters.valid_at is not None:  # unset ends are stored open (store/validity.py)
+            at = to_ms(filters.valid_at)
+            must.append(tantivy.Query.range_query(schema, "valid_from", tantivy.FieldType.Integer, OPEN_START, at))
+            must.append(tantivy.Query.range_query(schema, "valid_to", tantivy.FieldType.Integer, at, OPEN_END))
         return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in must])
 
     def size(self) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 from falkordb import Edge, Node
 from recall_schemas import MemoryBead, Relationship, RelationshipProperties, RelType
 
+from recall_hub.store.trust_marks import trust_marks_of
 from recall_hub.timeutil import from_ms
 
 BEAD_FIELDS = (
@@ -50,6 +51,9 @@ def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
         provenance=p.get("provenance", "authored"),
         corroborated_by=p.get("corroborated_by") or [],
         version=p.get("version") or 1,
+        trust=trust_marks_of(p),
+        valid_from=from_ms(p["valid_from"]) if p.get("valid_from") is not None else None,
+        valid_to=from_ms(p["valid_to"]) if p.get("valid_to") is not None else None,
     )
 
 

@@ -29,7 +29,10 @@ from recall_hub.timeutil import to_ms
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-ATTRIBUTE_FIELDS = ("bead_type", "importance", "created_at", "status", "tags", "created_by", "session_id", "group_id")
+ATTRIBUTE_FIELDS = (
+    "bead_type", "importance", "created_at", "status", "tags", "created_by", "session_id", "group_id",
+    "valid_from", "valid_to",
+)
 
 
 def scope_of(props: Mapping[str, Any]) -> str:
@@ -70,6 +73,8 @@ def filter_expression(filters: BeadFilters) -> str | None:
         parts.append(f".created_at >= {to_ms(filters.created_after)}")
     if filters.created_before is not None:
         parts.append(f".created_at < {to_ms(filters.created_before)}")
+    if filters.valid_at is not None:  # unset ends are stored open (store/validity.py)
+        parts.append(f".valid_from <= {to_ms(filters.valid_at)} and .valid_to >= {to_ms(filters.valid_at)}")
     return " and ".join(parts) if parts else None
 
 

@@ -38,8 +38,10 @@ from recall_hub.store.backup_records import (
     StreamRecord,
     StringRecord,
 )
+from recall_hub.store.forget import ForgetStore
 from recall_hub.store.keys import Keys
 from recall_hub.tooling.backup_file import BackupWriter, read_records, verify
+from recall_hub.tooling.forget_ledger import ledger_from_backup, reapply
 
 log = logging.getLogger(__name__)
 
@@ -138,23 +140,32 @@ async def restore(
     force: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
+    forget_ledger: Path | None = None,
 ) -> RestoreReport:
     """Restore the backup at ``path`` into graph ``settings.graph_name`` (any name) and rebuild what is
     derived. Raises :class:`~recall_hub.tooling.backup_file.BackupFileError` for a damaged file and
     :class:`TargetNotEmpty` for a graph that holds data (unless ``force``: then it is replaced);
-    neither changes anything."""
+    neither changes anything.
+
+    Forgotten beads stay forgotten (:mod:`recall_hub.tooling.forget_ledger`): the tombstones of the
+    target (when replaced), of the backup and of the backup file ``forget_ledger`` are written before
+    anything else, and every bead they name is removed again once the records are in."""
     started = time.perf_counter()
     header = await asyncio.to_thread(verify, path)
+    carried = await asyncio.to_thread(ledger_from_backup, forget_ledger) if forget_ledger is not None else []
     ctx = await HubContext.connect(settings, embedder)
     try:
         target = RestoreTarget(ctx.graph, ctx.redis, ctx.keys)
+        ledger = ForgetStore(ctx.graph, ctx.redis, ctx.keys)
         if await target.holds_data():
             if not force:
                 raise TargetNotEmpty(
                     f"graph {settings.graph_name} already holds data: restore into an empty graph "
                     "(--graph NAME) or pass --force to replace everything in it"
                 )
+            carried += await ledger.system_tombstones()
             await target.clear()
+        await ledger.system_write_tombstones(carried)
         writer = _RecordWriter(target, header, progress)
         for record in read_records(path):
             if isinstance(record, NodeRecord):
@@ -164,6 +175,7 @@ async def restore(
             elif isinstance(record, HashRecord | StreamRecord | StringRecord):
                 await writer.key(record)
         await writer.flush_all()
+        await reapply(ledger)
         await ctx.memberships.changed()
         embedded = await reindex(ctx, progress=(lambda d, t: progress("vectors", d, t)) if progress else None)
         model_id = ctx.embedder.model_id

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from recall_hub.config import HubSettings
 from recall_hub.logs import LOG_FORMATS, format_from_env
 from recall_hub.logs import configure as configure_logging
+from recall_hub.tooling.collect import add_collect_commands
 from recall_hub.tooling.stack import (
     APPENDFSYNC,
     DURABILITY,
@@ -456,7 +457,10 @@ async def _restore(args: argparse.Namespace) -> int:
 
     settings = HubSettings(**_url_overrides(args))  # type: ignore[arg-type]
     try:
-        report = await restore(settings, Path(args.file), force=args.force, progress=stage_progress_bar())
+        report = await restore(
+            settings, Path(args.file), force=args.force, progress=stage_progress_bar(),
+            forget_ledger=Path(args.forget_ledger) if args.forget_ledger else None,
+        )
     except (BackupFileError, TargetNotEmpty) as exc:
         print(f"recall restore: {exc}; nothing was changed", file=sys.stderr)
         return 1
@@ -606,6 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     restore.add_argument("file", help="a file `recall backup` wrote")
     restore.add_argument("--force", action="store_true", help="replace whatever the target graph holds")
+    restore.add_argument(
+        "--forget-ledger", metavar="BACKUP",
+        help="a newer backup file whose forgotten beads stay forgotten (its tombstones are applied too)",
+    )
     _add_url_options(restore)
     restore.set_defaults(run=_restore)
 
@@ -617,6 +625,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--batch", type=int, default=64, help="beads per create_beads request")
     imp.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one batch's reply")
     imp.set_defaults(run=_import)
+
+    add_collect_commands(sub)
 
     upgrade = sub.add_parser(
         "upgrade", help="move a first-release store's Redis keys under the graph's namespace (safe to rerun)"

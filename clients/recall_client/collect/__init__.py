@@ -1,0 +1,22 @@
+"""Collectors: they run where the data is (the agent's machine) and store what they find through a
+:class:`~recall_client.RecallClient`, idempotently, so running one again stores nothing twice.
+
+* :func:`collect_git`: commits as ``event`` beads, each ``FOLLOWS_FROM`` its first parent;
+* :func:`run_and_record`: a command's line, exit status, duration and output tail as an ``event`` bead,
+  a success linked to the failure of the same command it fixed;
+* :func:`collect_docs`: Markdown sections as beads ``PART_OF`` their document's topic hub.
+"""
+
+from .docs import DocsReport, collect_docs, markdown_sections
+from .git import GitReport, collect_git
+from .shell import CommandRun, run_and_record
+
+__all__ = [
+    "CommandRun",
+    "DocsReport",
+    "GitReport",
+    "collect_docs",
+    "collect_git",
+    "markdown_sections",
+    "run_and_record",
+]

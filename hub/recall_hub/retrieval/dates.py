@@ -1,0 +1,203 @@
+"""Date expressions in a search query, as a window of time — a small deterministic parser, no model.
+
+:func:`find_window` reads the first expression it knows in the query, relative to a reference moment
+(the time of the search, or its ``as_of``), and answers the window it names, ``[start, end)`` in UTC:
+
+- a day: ``today``, ``yesterday``, ``the day before yesterday``, ``3 days ago``, ``last Monday``,
+  ``on Friday``, ``2023-05-07``, ``May 7, 2023``, ``7 May 2023``;
+- a week, month or year: ``last week``, ``this month``, ``last year``, ``2 weeks ago``, ``a month ago``;
+- a month: ``last May`` (the latest May before this month), ``in March`` (the latest March up to this
+  month), ``May 2023``, ``2023-05`` — a month name needs one of these forms, so ``may`` the verb is no date;
+- a year: ``in 2023``, ``during 2021``;
+- a span up to now: ``in the last 3 days``, ``past two weeks``.
+
+A question about time itself (``when did …``, ``what date …``) without such an expression names no
+window; it is answered with ``start`` and ``end`` unset, meaning "beads that know when (carry
+``valid_from``) matter more". Expressions are English only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+MONTHS = (
+    "january february march april may june july august september october november december".split()
+)
+WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}
+
+_MONTH = r"(?P<month>" + "|".join(MONTHS) + r"|sept|" + "|".join(m[:3] for m in MONTHS) + r")\.?"
+_COUNT = r"(?P<count>\d{1,3}|" + "|".join(NUMBERS) + r")"
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d{2})"
+_WEEKDAY = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")"
+
+
+@dataclass(frozen=True)
+class Window:
+    text: str
+    """The words of the query that named it."""
+    start: datetime | None
+    end: datetime | None
+    """Exclusive. ``start`` and ``end`` are both None for a question about time with no window."""
+
+
+def _day(at: datetime) -> datetime:
+    return at.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _month_start(year: int, month: int) -> datetime:
+    year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def _month(year: int, month: int) -> tuple[datetime, datetime]:
+    return _month_start(year, month), _month_start(year, month + 1)
+
+
+def _year(year: int) -> tuple[datetime, datetime]:
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+
+
+def _one_day(at: datetime) -> tuple[datetime, datetime]:
+    return _day(at), _day(at) + timedelta(days=1)
+
+
+def _week_of(at: datetime) -> tuple[datetime, datetime]:
+    start = _day(at) - timedelta(days=at.weekday())
+    return start, start + timedelta(days=7)
+
+
+def _month_number(name: str) -> int:
+    return next(i for i, m in enumerate(MONTHS, start=1) if m.startswith(name.lower()[:3]))
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else NUMBERS[word.lower()]
+
+
+def _shift_months(now: datetime, months: int) -> tuple[int, int]:
+    index = now.year * 12 + now.month - 1 - months
+    return index // 12, index % 12 + 1
+
+
+def _period(unit: str, now: datetime, back: int) -> tuple[datetime, datetime]:
+    """The calendar ``unit`` (day, week, month, year) ``back`` units before the one holding ``now``."""
+    if unit == "day":
+        return _one_day(now - timedelta(days=back))
+    if unit == "week":
+        return _week_of(now - timedelta(weeks=back))
+    if unit == "month":
+        return _month(*_shift_months(now, back))
+    return _year(now.year - back)
+
+
+def _iso_day(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _one_day(datetime(int(m["year"]), int(m["m"]), int(m["day"]), tzinfo=UTC))
+
+
+def _iso_month(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _month(int(m["year"]), int(m["m"]))
+
+
+def _named_day(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _one_day(datetime(int(m["year"]), _month_number(m["month"]), int(m["day"]), tzinfo=UTC))
+
+
+def _named_month_of_year(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _month(int(m["year"]), _month_number(m["month"]))
+
+
+def _named_month(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    month = _month_number(m["month"])
+    qualifier = m["qualifier"].lower()
+    if m["month"].islower() and m["month"].lower() in ("may", "march") and qualifier not in ("last", "this"):
+        raise ValueError("a verb, not a month")  # "it may rain", "in march order"
+    if qualifier == "this":
+        return _month(now.year, month)
+    if qualifier == "last":  # the latest such month before the current one
+        return _month(now.year if month < now.month else now.year - 1, month)
+    return _month(now.year if month <= now.month else now.year - 1, month)  # "in May": up to this month
+
+
+def _year_only(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _year(int(m["year"]))
+
+
+def _relative_day(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    back = {"today": 0, "yesterday": 1, "tomorrow": -1}
+    word = m["word"].lower()
+    return _one_day(now - timedelta(days=2 if "before" in word else back[word]))
+
+
+def _relative_period(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    back = {"last": 1, "this": 0, "next": -1}[m["which"].lower()]
+    return _period(m["unit"].lower(), now, back)
+
+
+def _ago(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    return _period(m["unit"].lower(), now, _count(m["count"]))
+
+
+def _span_to_now(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    unit, count = m["unit"].lower(), _count(m["count"])
+    if unit in ("day", "week"):
+        start = now - timedelta(days=count * (7 if unit == "week" else 1))
+    elif unit == "month":
+        year, month = _shift_months(now, count)
+        start = now.replace(year=year, month=month, day=min(now.day, 28))
+    else:
+        start = now.replace(year=now.year - count, day=min(now.day, 28))
+    return start, now
+
+
+def _weekday(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
+    wanted = WEEKDAYS.index(m["weekday"].lower())
+    if m["which"].lower() == "this":
+        return _one_day(_week_of(now)[0] + timedelta(days=wanted))
+    back = (now.weekday() - wanted) % 7 or 7  # the latest such day before today
+    return _one_day(now - timedelta(days=back))
+
+
+_RULES = [
+    (re.compile(rf"\b{_YEAR}-(?P<m>0[1-9]|1[0-2])-{_DAY}\b"), _iso_day),
+    (re.compile(rf"\b{_YEAR}-(?P<m>0[1-9]|1[0-2])\b(?!-\d)"), _iso_month),
+    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", re.I), _named_day),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", re.I), _named_day),
+    (re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I), _named_month_of_year),
+    (re.compile(rf"\b(?P<qualifier>last|this|in|during|early|late|mid)\s+{_MONTH}(?!\w)", re.I), _named_month),
+    (re.compile(rf"\b(?:in|during|throughout|of|the\s+year)\s+{_YEAR}\b", re.I), _year_only),
+    (re.compile(r"\b(?P<word>(?:the\s+)?day\s+before\s+yesterday|today|yesterday|tomorrow)\b", re.I), _relative_day),
+    (re.compile(rf"\b(?:in\s+the\s+|over\s+the\s+)?(?:last|past)\s+{_COUNT}\s+{_UNIT}\b", re.I), _span_to_now),
+    (re.compile(r"\b(?P<which>last|this|next)\s+(?P<unit>week|month|year)\b", re.I), _relative_period),
+    (re.compile(rf"\b{_COUNT}\s+{_UNIT}\s+ago\b", re.I), _ago),
+    (re.compile(rf"\b(?P<which>last|on|this)\s+{_WEEKDAY}\b", re.I), _weekday),
+]
+_ASKS_WHEN = re.compile(
+    r"\b(?:when\s+(?:did|was|were|is|are|do|does|will|had|has|have)|what\s+(?:date|day|year|month|time)|"
+    r"how\s+long\s+ago)\b",
+    re.I,
+)
+
+
+def find_window(query: str, now: datetime) -> Window | None:
+    """The window of the first date expression in ``query`` (relative to ``now``, a UTC moment), a
+    window-less :class:`Window` for a question about time, or None."""
+    now = now.astimezone(UTC)
+    for pattern, window_of in _RULES:
+        match = pattern.search(query)
+        if match is None:
+            continue
+        try:
+            start, end = window_of(match, now)
+        except ValueError:  # a date that does not exist (2023-02-30): not a date expression
+            continue
+        return Window(" ".join(match.group(0).split()), start, end)
+    asks = _ASKS_WHEN.search(query)
+    return Window(" ".join(asks.group(0).split()), None, None) if asks else None

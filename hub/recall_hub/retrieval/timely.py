@@ -1,0 +1,65 @@
+"""Time in a search: ``as_of`` (search the past) and the date window a query names (rank it higher).
+
+An ``as_of`` search takes its candidates from the current indexes — the keyword and vector lists score
+the beads' *current* text — restricted before top-k to beads created by then, and answers with each
+bead's version of then. Filters apply to the current bead (as the indexes hold it) and again to the
+version of then; a bead superseded only later is not demoted.
+So a bead whose words changed since is found by its words of now; its score says nothing of then.
+
+A date window (:mod:`recall_hub.retrieval.dates`) is a bounded boost, never a filter: beads whose
+``valid_from`` (else ``created_at``) falls in it have their relevance multiplied by :data:`DATE_BOOST`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+
+from recall_schemas import BeadFilters, DateWindow
+
+from recall_hub.context import HubContext
+from recall_hub.retrieval.dates import find_window
+from recall_hub.retrieval.ranking import Fused
+from recall_hub.store.as_of import AsOfReads
+from recall_hub.store.validity import DatedBeads
+from recall_hub.timeutil import from_ms, to_ms
+
+DATE_BOOST = 1.5
+"""What falling in the query's date window multiplies relevance by (as strong as all priors together)."""
+
+
+def created_by_then(filters: BeadFilters, as_of: int) -> BeadFilters:
+    """``filters`` narrowed to beads created at or before ``as_of``, so every index applies it before top-k."""
+    before = from_ms(as_of + 1)
+    if filters.created_before is not None and to_ms(filters.created_before) <= as_of + 1:
+        return filters
+    return filters.model_copy(update={"created_before": before})
+
+
+def understood_window(query: str, as_of: int | None) -> DateWindow | None:
+    """The date window of ``query``, relative to ``as_of`` (else now), as the reply shows it."""
+    reference = from_ms(as_of) if as_of is not None else datetime.now(UTC)
+    window = find_window(query, reference)
+    if window is None:
+        return None
+    return DateWindow(text=window.text, start=window.start, end=window.end, boost=DATE_BOOST)
+
+
+async def boost_window(ctx: HubContext, caller: str, fused: Mapping[str, Fused], window: DateWindow) -> None:
+    """Raise the candidates in ``window`` by :data:`DATE_BOOST`, saying so in their explanation."""
+    if window.start is None or window.end is None:  # "when did …": the beads that know when
+        note = f"date: has valid_from ('{window.text}')"
+        inside = await DatedBeads(ctx.graph).with_validity(caller, list(fused))
+    else:
+        last_day = window.end - timedelta(milliseconds=1)
+        note = f"date: in {window.start:%Y-%m-%d}..{last_day:%Y-%m-%d} ('{window.text}')"
+        inside = await DatedBeads(ctx.graph).in_window(caller, list(fused), to_ms(window.start), to_ms(window.end))
+    for bead_id in inside:
+        entry = fused[bead_id]
+        entry.relevance *= DATE_BOOST
+        entry.notes.append(f"{note}: x{DATE_BOOST}")
+
+
+def past_reads(ctx: HubContext, as_of: int | None) -> AsOfReads | None:
+    return AsOfReads(ctx.graph) if as_of is not None else None
+

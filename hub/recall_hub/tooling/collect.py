@@ -1,0 +1,123 @@
+"""`recall collect git|docs` and `recall run -- CMD`: the command line of the client-side collectors
+(:mod:`recall_client.collect`); they run on the agent's machine and store through the bus as ``--ai``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+AI_ENV = "RECALL_AI_ID"
+
+
+def _add_client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ai", default=os.environ.get(AI_ENV), help=f"the identity that stores the beads ({AI_ENV})")
+    parser.add_argument("--nats", default=os.environ.get("RECALL_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument("--creds", help="that identity's NATS credentials file (secure stacks)")
+    parser.add_argument("--visibility", choices=("private", "group", "global"), default="private")
+    parser.add_argument("--group", help="the group of the beads (with --visibility group)")
+    parser.add_argument("--session", help="the session the beads belong to")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for one reply")
+
+
+def add_collect_commands(sub: Any) -> None:
+    collect = sub.add_parser("collect", help="store what a git repository or a Markdown tree holds, as beads")
+    what = collect.add_subparsers(dest="collector", required=True)
+    git = what.add_parser("git", help="commits (message, author, changed paths), each FOLLOWS_FROM its parent")
+    git.add_argument("--repo", default=".", help="the repository (default: here)")
+    git.add_argument("--since", help="only commits after this revision")
+    git.add_argument("--map", action="append", default=[], metavar="EMAIL=AI_ID",
+                     help="map a commit author's email to an AI id (repeatable)")
+    git.add_argument("--map-file", help="a file of EMAIL=AI_ID lines")
+    _add_client_options(git)
+    git.set_defaults(run=_collect_git)
+    docs = what.add_parser("docs", help="Markdown sections, each PART_OF its document's topic hub")
+    docs.add_argument("path", help="a Markdown file, or a folder of them")
+    _add_client_options(docs)
+    docs.set_defaults(run=_collect_docs)
+
+    run = sub.add_parser("run", help="run a command and remember its line, exit status, duration and output tail")
+    _add_client_options(run)
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS")
+    run.set_defaults(run=_run)
+
+
+def _scope(args: argparse.Namespace) -> dict[str, Any]:
+    scope: dict[str, Any] = {"visibility": args.visibility}
+    if args.group:
+        scope["group_id"] = args.group
+    if args.session:
+        scope["session_id"] = args.session
+    return scope
+
+
+def author_map(pairs: list[str], path: str | None) -> dict[str, str]:
+    lines = list(pairs)
+    if path:
+        lines += [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    mapping = {}
+    for line in lines:
+        email, sep, ai = line.partition("=")
+        if not sep or not email.strip() or not ai.strip():
+            raise ValueError(f"--map takes EMAIL=AI_ID, not {line!r}")
+        mapping[email.strip()] = ai.strip()
+    return mapping
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from recall_client import RecallClient
+
+    if not args.ai:
+        raise ValueError(f"name the identity that stores the beads: --ai a_… (or {AI_ENV})")
+    return RecallClient(args.ai, args.nats, creds=args.creds, timeout=args.timeout)
+
+
+async def _collect_git(args: argparse.Namespace) -> int:
+    from recall_client.collect import collect_git
+
+    try:
+        authors = author_map(args.map, args.map_file)
+        async with _client(args) as client:
+            report = await collect_git(client, args.repo, since=args.since, authors=authors, **_scope(args))
+    except (ValueError, OSError) as exc:
+        print(f"recall collect git: {exc}", file=sys.stderr)
+        return 2
+    print(f"{report.commits} commit(s): {report.created} bead(s) created, {report.linked} FOLLOWS_FROM link(s)")
+    return 0
+
+
+async def _collect_docs(args: argparse.Namespace) -> int:
+    from recall_client.collect import collect_docs
+
+    try:
+        async with _client(args) as client:
+            report = await collect_docs(client, args.path, **_scope(args))
+    except (ValueError, OSError) as exc:
+        print(f"recall collect docs: {exc}", file=sys.stderr)
+        return 2
+    print(f"{report.files} document(s), {report.sections} section(s): {report.created} bead(s) created, "
+          f"{report.updated} updated")
+    return 0
+
+
+async def _run(args: argparse.Namespace) -> int:
+    """The command's own exit status; recording it is best effort (a hub away is reported, not fatal)."""
+    from recall_client import RecallError
+    from recall_client.collect.shell import record_run, run_command
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        print("recall run: give a command after --", file=sys.stderr)
+        return 2
+    run = await run_command(argv, echo=sys.stdout.buffer)
+    try:
+        async with _client(args) as client:
+            await record_run(client, run, **_scope(args))
+    except (RecallError, ValueError, OSError) as exc:
+        print(f"recall run: the run was not recorded: {exc}", file=sys.stderr)
+    else:
+        fixed = f"; fixes the failure {run.fixed}" if run.fixed else ""
+        print(f"recall run: recorded as {run.bead_id}{fixed}", file=sys.stderr)
+    return run.exit_code
