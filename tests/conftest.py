@@ -21,7 +21,7 @@ from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
 from recall_hub.tooling.auth import AuthBundle
 from recall_hub.tooling.stack import EmbeddedStack
-from recall_schemas import RecallError
+from recall_schemas import MemoryBead, RecallError, Visibility
 
 
 @pytest.fixture(scope="session")
@@ -133,3 +133,27 @@ async def until(what: str, check: Callable[[], object], within: float = 60.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {within} s: {what}")
         await asyncio.sleep(0.05)
+
+
+class World:
+    """A group with its ops, a bead's creator, a member, an ex-member (removed), and an outsider."""
+
+    def __init__(self, ops: RecallClient, group_id: str, creator: RecallClient, member: RecallClient,
+                 ex_member: RecallClient, outsider: RecallClient) -> None:
+        self.ops, self.group_id, self.creator, self.member = ops, group_id, creator, member
+        self.ex_member, self.outsider = ex_member, outsider
+
+    async def bead(self, visibility: Visibility, title: str = "A fact to check", **fields: object) -> MemoryBead:
+        group = {"group_id": self.group_id} if visibility is Visibility.GROUP else {}
+        return await self.creator.create_bead(title, visibility=visibility.value, **group, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def world(connect: ClientFactory) -> World:
+    ops = await connect(new_ai("o"))
+    group = await ops.create_group("world")
+    creator, member, ex_member, outsider = [await connect() for _ in range(4)]
+    for agent in (creator, member, ex_member):
+        await ops.add_member(group.group_id, agent.ai_id)
+    await ops.remove_member(group.group_id, ex_member.ai_id)
+    return World(ops, group.group_id, creator, member, ex_member, outsider)

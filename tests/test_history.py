@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import nats
 import pytest
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, World
 from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.tooling.stack import EmbeddedStack
@@ -34,18 +34,6 @@ from recall_schemas import (
 from recall_schemas.subjects import request_subject
 
 
-@pytest.fixture
-async def team(connect: ClientFactory) -> dict[str, RecallClient | str]:
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("history")
-    creator, member, ex_member, outsider = [await connect() for _ in range(4)]
-    for agent in (creator, member, ex_member):
-        await ops.add_member(group.group_id, agent.ai_id)
-    await ops.remove_member(group.group_id, ex_member.ai_id)
-    return {"ops": ops, "g": group.group_id, "creator": creator, "member": member, "ex_member": ex_member,
-            "outsider": outsider}
-
-
 async def _group_bead(client: RecallClient, group_id: str, title: str) -> MemoryBead:
     return await client.create_bead(title, group_id=group_id, visibility="group")
 
@@ -57,8 +45,8 @@ def _versions(history: BeadHistory) -> list[tuple[str, int]]:
 # --- supersede -----------------------------------------------------------------------------------
 
 
-async def test_supersede_links_new_to_old_once_and_keeps_the_old_readable(team) -> None:  # type: ignore[no-untyped-def]
-    creator, member, g = team["creator"], team["member"], team["g"]
+async def test_supersede_links_new_to_old_once_and_keeps_the_old_readable(world: World) -> None:
+    creator, member, g = world.creator, world.member, world.group_id
     old = await _group_bead(creator, g, "Deploys run on Fridays")
     new = await _group_bead(creator, g, "Deploys run on Tuesdays")
     before = datetime.now(UTC) - timedelta(seconds=5)
@@ -75,14 +63,14 @@ async def test_supersede_links_new_to_old_once_and_keeps_the_old_readable(team) 
     assert (still.title, still.version) == (old.title, old.version), "the old bead stays as it was, readable"
 
 
-async def test_who_may_supersede(team) -> None:  # type: ignore[no-untyped-def]
-    creator, member, ops, g = team["creator"], team["member"], team["ops"], team["g"]
+async def test_who_may_supersede(world: World) -> None:
+    creator, member, ops, g = world.creator, world.member, world.ops, world.group_id
     old = await _group_bead(creator, g, "Old runbook")
     new = await _group_bead(member, g, "New runbook")
     hidden = await member.create_bead("Member's private draft")
     with pytest.raises(Forbidden):  # sees both, but may not change the creator's bead
         await member.supersede_bead(old.bead_id, new.bead_id)
-    for outsider in (team["outsider"], team["ex_member"]):
+    for outsider in (world.outsider, world.ex_member):
         with pytest.raises(NotFound):
             await outsider.supersede_bead(old.bead_id, new.bead_id)
     with pytest.raises(NotFound):  # the creator may change old, but cannot see the new one
@@ -95,8 +83,8 @@ async def test_who_may_supersede(team) -> None:  # type: ignore[no-untyped-def]
     assert (await member.supersede_bead(own.bead_id, new.bead_id)).to_id == own.bead_id  # and a creator may
 
 
-async def test_self_and_cycles_are_refused(team, stack: EmbeddedStack) -> None:  # type: ignore[no-untyped-def]
-    creator, g = team["creator"], team["g"]
+async def test_self_and_cycles_are_refused(world: World, stack: EmbeddedStack) -> None:
+    creator, g = world.creator, world.group_id
     v1, v2, v3 = [await _group_bead(creator, g, f"Version {i}") for i in (1, 2, 3)]
     with pytest.raises(InvalidRequest):
         await creator.supersede_bead(v1.bead_id, v1.bead_id)
@@ -135,8 +123,8 @@ async def test_a_superseded_bead_ranks_below_its_replacement_twin(connect: Clien
 # --- history -------------------------------------------------------------------------------------
 
 
-async def test_history_is_the_chain_through_the_bead_oldest_first(team) -> None:  # type: ignore[no-untyped-def]
-    creator, ops, member, g = team["creator"], team["ops"], team["member"], team["g"]
+async def test_history_is_the_chain_through_the_bead_oldest_first(world: World) -> None:
+    creator, ops, member, g = world.creator, world.ops, world.member, world.group_id
     v1, v2, v3 = [await _group_bead(creator, g, f"Limit is {n}") for n in (10, 20, 30)]
     await creator.supersede_bead(v1.bead_id, v2.bead_id, reason="load grew")
     await ops.supersede_bead(v2.bead_id, v3.bead_id)
@@ -158,8 +146,8 @@ async def test_history_is_the_chain_through_the_bead_oldest_first(team) -> None:
     assert [(link.old_id, link.new_id) for link in cut.links] == [(v1.bead_id, v2.bead_id)]
 
 
-async def test_history_leaves_out_what_the_caller_cannot_see(team) -> None:  # type: ignore[no-untyped-def]
-    creator, ops, member, g = team["creator"], team["ops"], team["member"], team["g"]
+async def test_history_leaves_out_what_the_caller_cannot_see(world: World) -> None:
+    creator, ops, member, g = world.creator, world.ops, world.member, world.group_id
     v1 = await _group_bead(creator, g, "Budget is 10k")
     hidden = await ops.create_bead("Budget is 12k (ops' private draft)")  # private to ops
     v3 = await _group_bead(ops, g, "Budget is 15k")
@@ -176,15 +164,15 @@ async def test_history_leaves_out_what_the_caller_cannot_see(team) -> None:  # t
     word_hits = (await member.search_beads("Budget is 10k", limit=10, filters={"group_id": g})).hits
     v1_hit = next(h for h in word_hits if h.bead.bead_id == v1.bead_id)
     assert not any("superseded" in n for n in v1_hit.explanation.notes)
-    for stranger in (team["outsider"], team["ex_member"]):
+    for stranger in (world.outsider, world.ex_member):
         with pytest.raises(NotFound):
             await stranger.get_history(v1.bead_id)
     with pytest.raises(NotFound):
         await member.get_history(hidden.bead_id)
 
 
-async def test_supersede_and_history_are_audited(team, hub: HubContext) -> None:  # type: ignore[no-untyped-def]
-    creator, member, g = team["creator"], team["member"], team["g"]
+async def test_supersede_and_history_are_audited(world: World, hub: HubContext) -> None:
+    creator, member, g = world.creator, world.member, world.group_id
     old = await _group_bead(creator, g, "Audited old")
     new = await _group_bead(creator, g, "Audited new")
     with pytest.raises(Forbidden):

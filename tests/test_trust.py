@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import nats
 import pytest
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, World
 from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.retrieval.ranking import FULL_TRUST, PRIOR_FACTOR, WEIGHTS
@@ -34,30 +34,6 @@ from recall_schemas import (
     new_id,
 )
 from recall_schemas.subjects import request_subject
-
-
-class World:
-    """A group with its ops, the bead's creator, a member, an ex-member, and an outsider."""
-
-    def __init__(self, ops: RecallClient, group_id: str, creator: RecallClient, member: RecallClient,
-                 ex_member: RecallClient, outsider: RecallClient) -> None:
-        self.ops, self.group_id, self.creator, self.member = ops, group_id, creator, member
-        self.ex_member, self.outsider = ex_member, outsider
-
-    async def bead(self, visibility: Visibility, title: str = "A fact to check", **fields: object) -> MemoryBead:
-        group = {"group_id": self.group_id} if visibility is Visibility.GROUP else {}
-        return await self.creator.create_bead(title, visibility=visibility.value, **group, **fields)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-async def world(connect: ClientFactory) -> World:
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("trust")
-    creator, member, ex_member, outsider = [await connect() for _ in range(4)]
-    for agent in (creator, member, ex_member):
-        await ops.add_member(group.group_id, agent.ai_id)
-    await ops.remove_member(group.group_id, ex_member.ai_id)
-    return World(ops, group.group_id, creator, member, ex_member, outsider)
 
 
 def token() -> str:

@@ -13,15 +13,6 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "ExtractedTopic",
-    "Extractor",
-    "ExtractorConfig",
-    "ExtractorMalformedError",
-    "ExtractorUnavailableError",
-    "topic_key",
-]
-
 
 class ExtractorConfig(BaseModel):
     """``RECALL_EXTRACTOR__URL`` (base URL of an OpenAI-compatible API, e.g. ``http://localhost:11434/v1``),

@@ -1,8 +1,8 @@
 """Where a subject was met: the places named by the matching beads the caller may see.
 
 A search (the same ranking, visibility and filters as ``search_beads``, hubs left out) finds the beads
-about the subject — those holding the query's words, or close to it in meaning (cosine ≥ 0.5, an absolute
-bar: whatever else is stored does not move it); each names its places in its metadata,
+about the subject — those holding the query's words, or as close to it in meaning as the hub's bar for
+``RELATED_TO`` links (``RECALL_RELATED_THRESHOLD``, cosine 0.75); each names its places in its metadata,
 as the collectors write them: ``file`` (or ``source``) and ``heading`` for a document; ``commit``,
 ``repo`` and ``subject`` for a commit; ``command`` and ``exit_code`` for a command run; its
 ``session_id`` names its session. Places are grouped by kind, the best-scoring first.
@@ -19,8 +19,6 @@ from recall_schemas import MemoryBead, Place, RankSource, RecallWhere, WhereResu
 from recall_hub.context import HubContext
 from recall_hub.retrieval.search import rank
 
-VECTOR_MATCH = 0.5
-"""Cosine similarity at which a bead found by meaning alone is about the subject."""
 _FIELD = {"file": "files", "commit": "commits", "session": "sessions", "command": "commands"}
 
 
@@ -28,8 +26,8 @@ def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def _matches(source: RankSource) -> bool:
-    return source.list == "keyword" or source.raw_score >= VECTOR_MATCH
+def _matches(source: RankSource, related: float) -> bool:
+    return source.list == "keyword" or source.raw_score >= related
 
 
 def places_of(bead: MemoryBead) -> Iterator[tuple[str, str, str | None]]:
@@ -53,8 +51,10 @@ def places_of(bead: MemoryBead) -> Iterator[tuple[str, str, str | None]]:
 async def recall_where(ctx: HubContext, caller: str, req: RecallWhere) -> WhereResult:
     hits = await rank(ctx, caller, req.query, req.filters, req.limit, include_hubs=False)
     # A search always fills its list (vector neighbours are near something); a place needs a real match:
-    # the query's words, or a meaning close in absolute terms (not relative to whatever else is stored).
-    hits = [hit for hit in hits if any(_matches(source) for source in hit.explanation.sources)]
+    # the query's words, or a meaning as close as the hub's bar for linking beads RELATED_TO (an absolute
+    # bar, not one relative to whatever else is stored).
+    related = ctx.settings.related_threshold
+    hits = [hit for hit in hits if any(_matches(source, related) for source in hit.explanation.sources)]
     found: dict[tuple[str, str], Place] = {}
     for hit in hits:  # best first
         seen: datetime = hit.bead.updated_at

@@ -52,7 +52,7 @@ from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
 
-KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall"})
+KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall", "recall_where"})
 """Operations that read the keyword index (a request may ask it to catch up with its caller first)."""
 CANDIDATES = 100
 """How deep each list (keyword, vector) is read before fusion."""

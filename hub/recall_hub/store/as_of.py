@@ -19,7 +19,7 @@ from typing import Any
 
 from recall_schemas import BeadFilters, Direction, Relationship
 
-from recall_hub.store.filters import filter_clause
+from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.records import relationship_from_props
 from recall_hub.store.relationships import ALL_TYPES
@@ -69,12 +69,6 @@ def _then_props(props: Mapping[str, Any]) -> Props:
     return {k: v for k, v in props.items() if k != "replaced_at"}
 
 
-_LISTING_WHERE = {
-    "session": "p.session_id = $value[0] AND p.created_by = $value[1]",
-    "group": "p.group_id = $value",
-    "tag": "$value IN p.tags",
-    "since": "p.created_at >= $value",
-}
 
 
 class AsOfReads:
@@ -143,22 +137,15 @@ class AsOfReads:
     ) -> list[Props]:
         """:meth:`~recall_hub.store.beads.BeadStore.listing` as of then: what matched then (a tag the bead
         had then, the group it was in then), ordered and paged the same way (``created_at`` never changes)."""
-        where = _LISTING_WHERE[by]
-        direction, onward, back = ("ASC", ">=", "<=") if ascending else ("DESC", "<=", ">=")
         params: dict[str, Any] = {"caller": caller, "value": value, "limit": limit, "as_of": as_of}
+        where, order = listing_clause("p", by, ascending, after, params)
         start = "MATCH (b:Bead) WHERE "
         if by == "session":  # a session's beads never change session: the index narrows the walk
             start += "b.session_id = $value[0] AND "
-        if after is not None:
-            where += (
-                f" AND p.created_at {onward} $after_at"
-                f" AND NOT (p.created_at = $after_at AND p.bead_id {back} $after_id)"
-            )
-            params.update(after_at=after[0], after_id=after[1])
         rows = await self.graph.values(
             MY_GROUPS + start + _existed("b") + " " + as_of_view("b", "p")
             + f"WITH my_groups, p WHERE {where} AND {visible('p')} "
-            f"RETURN p ORDER BY p.created_at {direction}, p.bead_id {direction} LIMIT $limit",
+            f"RETURN p ORDER BY {order} LIMIT $limit",
             params,
         )
         return [_then_props(row[0]) for row in rows]

@@ -14,7 +14,7 @@ from typing import Any
 from recall_schemas import BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
 
 from recall_hub.store.as_of import keep_version, versions_of
-from recall_hub.store.filters import filter_clause
+from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
 from recall_hub.store.validity import interval_after_change, interval_params
@@ -44,12 +44,6 @@ def split_joined(result: list[list[object]]) -> list[list[str]]:
 _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newer')} "
 
 
-_LISTING_WHERE = {
-    "session": "b.session_id = $value[0] AND b.created_by = $value[1]",
-    "group": "b.group_id = $value",
-    "tag": "$value IN b.tags",
-    "since": "b.created_at >= $value",
-}
 
 
 class BeadStore:
@@ -146,20 +140,11 @@ class BeadStore:
     ) -> list[Props]:
         """Visible beads by ``session`` (``[session_id, owner]``), ``group``, ``tag`` or ``since`` (created
         at or after), ordered by ``(created_at, bead_id)``, strictly after the position ``after``."""
-        where = _LISTING_WHERE[by]
-        direction, onward, back = ("ASC", ">=", "<=") if ascending else ("DESC", "<=", ">=")
         params: dict[str, Any] = {"caller": caller, "value": value, "limit": limit}
-        if after is not None:
-            # Not written as "created_at < $at OR (created_at = $at AND bead_id < $id)": FalkorDB returns
-            # rows for which that OR is false (the cursor's own bead among them).
-            where += (
-                f" AND b.created_at {onward} $after_at"
-                f" AND NOT (b.created_at = $after_at AND b.bead_id {back} $after_id)"
-            )
-            params.update(after_at=after[0], after_id=after[1])
+        where, order = listing_clause("b", by, ascending, after, params)
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE {where} AND {visible('b')} "
-            f"RETURN properties(b) ORDER BY b.created_at {direction}, b.bead_id {direction} LIMIT $limit",
+            f"RETURN properties(b) ORDER BY {order} LIMIT $limit",
             params,
         )
         return [row[0] for row in rows]

@@ -49,3 +49,29 @@ def filter_clause(var: str, filters: BeadFilters) -> tuple[str, dict[str, Any]]:
         params["f_valid_at"] = to_ms(filters.valid_at)
     clause = "".join(f" AND {p}" for p in parts)
     return clause, params
+
+
+_LISTING_WHERE = {
+    "session": "{v}.session_id = $value[0] AND {v}.created_by = $value[1]",
+    "group": "{v}.group_id = $value",
+    "tag": "$value IN {v}.tags",
+    "since": "{v}.created_at >= $value",
+}
+
+
+def listing_clause(
+    var: str, by: str, ascending: bool, after: tuple[int, str] | None, params: dict[str, Any]
+) -> tuple[str, str]:
+    """``(where, order)`` of a listing by ``by`` over the beads bound to ``var``, strictly after the position
+    ``after`` in ``(created_at, bead_id)`` order (its parameters added to ``params``)."""
+    where = _LISTING_WHERE[by].format(v=var)
+    direction, onward, back = ("ASC", ">=", "<=") if ascending else ("DESC", "<=", ">=")
+    if after is not None:
+        # Not written as "created_at < $at OR (created_at = $at AND bead_id < $id)": FalkorDB returns
+        # rows for which that OR is false (the cursor's own bead among them).
+        where += (
+            f" AND {var}.created_at {onward} $after_at"
+            f" AND NOT ({var}.created_at = $after_at AND {var}.bead_id {back} $after_id)"
+        )
+        params.update(after_at=after[0], after_id=after[1])
+    return where, f"{var}.created_at {direction}, {var}.bead_id {direction}"
