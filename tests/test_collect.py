@@ -162,6 +162,26 @@ async def test_a_success_after_a_failure_of_the_same_command_is_linked_as_its_fi
     assert missing.returncode == 127
 
 
+async def test_a_command_run_elsewhere_is_recorded_once_and_its_fix_linked(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    """`recall collect shell` records what a shell hook saw; recording the same run again stores nothing new."""
+    a = await connect()
+    command = f"make test-{word()}"
+    output = tmp_path / "out.txt"
+    output.write_text("".join(f"line {i}\n" for i in range(200)) + "FAILED test_x\n")
+    failing = ("--command", command, "--exit-code", "2", "--duration", "4.5", "--started-at", "1700000000")
+    first = await recall(stack, a.ai_id, "collect", "shell", *failing, "--output", str(output))
+    again = await recall(stack, a.ai_id, "collect", "shell", *failing, "--output", str(output))
+    assert first.returncode == again.returncode == 0, first.stderr
+    runs = await a.get_by_tag(command_tag(command))
+    assert len(runs) == 1 and runs[0].metadata["exit_code"] == 2 and runs[0].metadata["duration_s"] == 4.5
+    assert "FAILED test_x" in runs[0].content and "line 0\n" not in runs[0].content  # the tail only
+    fixed = await recall(stack, a.ai_id, "collect", "shell", "--command", command, "--exit-code", "0",
+                         "--started-at", "1700000100")
+    assert f"fixes the failure {runs[0].bead_id}" in fixed.stdout
+
+
 async def test_recall_run_without_a_hub_still_runs_the_command(tmp_path: Path) -> None:
     ran = await run(
         str(RECALL), "run", "--ai", "a_nohub1", "--nats", "nats://127.0.0.1:1", "--timeout", "1", "--",

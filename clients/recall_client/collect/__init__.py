@@ -3,13 +3,13 @@
 
 * :func:`collect_git`: commits as ``event`` beads, each ``FOLLOWS_FROM`` its first parent;
 * :func:`run_and_record`: a command's line, exit status, duration and output tail as an ``event`` bead,
-  a success linked to the failure of the same command it fixed;
+  a success linked to the failure of the same command it fixed (:func:`record_run` for one already run);
 * :func:`collect_docs`: Markdown sections as beads ``PART_OF`` their document's topic hub.
 """
 
 from .docs import DocsReport, collect_docs, markdown_sections
 from .git import GitReport, collect_git
-from .shell import CommandRun, run_and_record
+from .shell import CommandRun, record_run, run_and_record, tail_of
 
 __all__ = [
     "CommandRun",
@@ -18,5 +18,7 @@ __all__ = [
     "collect_docs",
     "collect_git",
     "markdown_sections",
+    "record_run",
     "run_and_record",
+    "tail_of",
 ]

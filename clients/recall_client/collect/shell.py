@@ -35,6 +35,9 @@ class CommandRun:
     bead_id: str | None = None
     fixed: str | None = None
     """The bead of the failure this run fixed, if any."""
+    started_at: float | None = None
+    """When it started (epoch seconds); default: now minus its duration. Part of the run's identity: the
+    same run recorded twice is one bead."""
 
 
 def command_tag(command: str) -> str:
@@ -58,6 +61,13 @@ class _Tail:
         lines = [*self.lines, self.partial] if self.partial else list(self.lines)
         data = b"\n".join(lines)[-self.size :]
         return data.decode(errors="replace")
+
+
+def tail_of(output: bytes, lines: int = TAIL_LINES, size: int = TAIL_BYTES) -> str:
+    """The part of a finished command's output a bead keeps: its last lines, at most ``size`` bytes."""
+    tail = _Tail(lines, size)
+    tail.feed(output)
+    return tail.text()
 
 
 async def run_command(
@@ -86,7 +96,7 @@ async def run_command(
 
 async def record_run(client: RecallClient, run: CommandRun, **scope: Any) -> CommandRun:
     """Store ``run`` as a bead (keyed by command line and start time) and link it to the failure it fixed."""
-    started_at = time.time() - run.duration_s
+    started_at = run.started_at if run.started_at is not None else time.time() - run.duration_s
     tag = command_tag(run.command)
     outcome = "succeeded" if run.exit_code == 0 else f"failed (exit {run.exit_code})"
     cwd = os.getcwd()

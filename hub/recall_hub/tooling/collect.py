@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -37,6 +38,16 @@ def add_collect_commands(sub: Any) -> None:
     docs.add_argument("path", help="a Markdown file, or a folder of them")
     _add_client_options(docs)
     docs.set_defaults(run=_collect_docs)
+
+    shell = what.add_parser("shell", help="a command already run (from a shell hook): line, exit status, output tail")
+    shell.add_argument("--command", required=True, help="the command line as it was typed")
+    shell.add_argument("--exit-code", type=int, required=True)
+    shell.add_argument("--duration", type=float, default=0.0, help="seconds it ran")
+    shell.add_argument("--started-at", type=float,
+                       help="when it started, epoch seconds (recording the same run again then stores nothing new)")
+    shell.add_argument("--output", help="a file holding its output, or - for standard input; its tail is kept")
+    _add_client_options(shell)
+    shell.set_defaults(run=_collect_shell)
 
     run = sub.add_parser("run", help="run a command and remember its line, exit status, duration and output tail")
     _add_client_options(run)
@@ -99,6 +110,22 @@ async def _collect_docs(args: argparse.Namespace) -> int:
         return 2
     print(f"{report.files} document(s), {report.sections} section(s): {report.created} bead(s) created, "
           f"{report.updated} updated")
+    return 0
+
+
+async def _collect_shell(args: argparse.Namespace) -> int:
+    from recall_client.collect import CommandRun, record_run, tail_of
+
+    output = b""  # read before the event loop has anything else to do
+    if args.output == "-":
+        output = await asyncio.to_thread(sys.stdin.buffer.read)
+    elif args.output:
+        output = await asyncio.to_thread(Path(args.output).read_bytes)
+    run = CommandRun(args.command, args.exit_code, args.duration, tail_of(output), started_at=args.started_at)
+    async with _client(args) as client:
+        await record_run(client, run, **_scope(args))
+    fixed = f"; fixes the failure {run.fixed}" if run.fixed else ""
+    print(f"recorded `{run.command}` (exit {run.exit_code}) as {run.bead_id}{fixed}")
     return 0
 
 
