@@ -46,6 +46,22 @@ async def test_a_writer_finds_its_writes_through_any_hub_and_every_hub_applies_t
             assert found == set(words)
 
 
+async def test_another_client_given_the_writers_position_finds_its_writes_through_any_hub(
+    connect: ClientFactory, settings: HubSettings
+) -> None:
+    async with running_hub(settings):  # a second hub in the queue group
+        writer, reader = await connect(), await connect()
+        for _ in range(20):
+            word = f"zr{secrets.token_hex(5)}"
+            bead = await writer.create_bead(f"shared {word}", "written by one agent", visibility="global")
+            reader.read_after(writer.index_position)  # as one agent tells another "I wrote it"
+            assert reader.index_position == writer.index_position
+            hits = (await reader.search_beads(word, mode="keyword")).hits
+            assert [h.bead.bead_id for h in hits] == [bead.bead_id], word
+        reader.read_after(None)  # nothing to wait for: the position stays
+        assert reader.index_position == writer.index_position
+
+
 async def test_a_rebuild_request_makes_every_hub_reindex_from_the_graph(
     connect: ClientFactory, hub_service: HubService
 ) -> None:

@@ -242,6 +242,19 @@ class RecallClient:
         self._events: EventPublisher | None = None
         self.tracing = tracing_from_env() if tracing is None else tracing
 
+    @property
+    def index_position(self) -> str | None:
+        """How far the hubs' keyword index must be for this client's searches: its own last write, or a
+        position it was given with :meth:`read_after`. Hand it to another client (another agent) so that
+        client's searches find these writes too."""
+        return self._index_seq
+
+    def read_after(self, position: str | None) -> None:
+        """Let this client's searches find everything written up to ``position`` (another client's
+        :attr:`index_position`): a hub waits, bounded, until its keyword index has it."""
+        if position and (self._index_seq is None or index_seq_key(position) > index_seq_key(self._index_seq)):
+            self._index_seq = position
+
     async def connect(self) -> RecallClient:
         if self._nc is None:
             options: dict[str, Any] = {
@@ -344,8 +357,7 @@ class RecallClient:
         finally:
             self._in_flight.release(len(payload))
         seq = msg.headers.get(INDEX_SEQ_HEADER) if msg.headers else None
-        if seq and (self._index_seq is None or index_seq_key(seq) > index_seq_key(self._index_seq)):
-            self._index_seq = seq
+        self.read_after(seq)
         if msg.headers and ERROR_CODE_HEADER in msg.headers:
             try:
                 error = ErrorReply.model_validate_json(msg.data)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_client import RecallClient
+from recall_schemas.requests import index_seq_key
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,8 @@ class Ingested:
     agents: dict[str, str]  # speaker name -> ai id
     beads: dict[str, str]  # dia id -> bead id
     sessions: dict[str, int] = field(default_factory=dict)  # bead id -> LoCoMo session
+    index_position: str | None = None
+    """How far the keyword index must be for the askers to find every turn (the writers' furthest write)."""
 
     def __post_init__(self) -> None:
         self.dia_of = {b: d for d, b in self.beads.items()}
@@ -243,8 +246,10 @@ async def ingest(
 
         await asyncio.gather(*(one(t) for t in by_session.values()))
     sessions = {beads[t.dia_id]: t.session for t in conversation.turns}
+    positions = [p for p in (w.index_position for w in speakers.values()) if p is not None]
     return Ingested(
-        conversation.key, group.group_id, {n: c.ai_id for n, c in speakers.items()}, beads, sessions
+        conversation.key, group.group_id, {n: c.ai_id for n, c in speakers.items()}, beads, sessions,
+        max(positions, key=index_seq_key, default=None),
     )
 
 
@@ -315,6 +320,8 @@ async def ask(
     With ``concurrency`` 1 the latencies are those of an idle hub.
     """
     askers = [RecallClient(ingested.agents[s], nats_url, timeout=30.0) for s in conversation.speakers]
+    for asker in askers:
+        asker.read_after(ingested.index_position)
     answers: list[Answer] = []
     slots = asyncio.Semaphore(max(1, concurrency))
 
