@@ -1,7 +1,8 @@
 """The package layout is the architecture: these rules keep it that way.
 
 - ``recall_schemas`` (the wire contract) imports nothing of ours; ``recall_client`` never imports the hub.
-- In the hub, only ``service/`` speaks NATS (``tooling/`` and ``bench/`` are clients of the bus, not the hub).
+- In the hub, only ``service/`` speaks NATS (``tooling/``, ``bench/`` and ``console/`` are clients of the bus,
+  not the hub; ``console/`` imports no store, domain or service code and no store client).
 - ``store/`` holds every Cypher query and every Redis key, and depends on no layer above it.
 - ``ops/`` and ``retrieval/`` are transport-free: they never import ``service/`` or ``tooling/``.
 """
@@ -62,7 +63,7 @@ def test_clients_never_import_the_hub() -> None:
 
 
 def test_only_the_service_layer_speaks_nats() -> None:
-    serving = [p for p in _files(HUB) if _layer(p) not in ("service", "tooling", "bench")]
+    serving = [p for p in _files(HUB) if _layer(p) not in ("service", "tooling", "bench", "console")]
     assert _violations(serving, re.compile(r"^(nats|recall_client)\b")) == []
 
 
@@ -74,6 +75,8 @@ def test_only_the_service_layer_speaks_nats() -> None:
         ("retrieval", r"^recall_hub\.(service|tooling|bench)\b"),
         ("embedders", r"^recall_hub\.(store|ops|retrieval|service|tooling|bench)\b"),
         ("service", r"^recall_hub\.(bench\b|tooling\.(?!auth\b))"),  # credentials are shared with the tools
+        # the web console is a client of the bus: it never reads the stores or runs the hub's code
+        ("console", r"^recall_hub\.(store|ops|retrieval|service|embedders|context)\b|^(redis|falkordb)\b"),
     ],
 )
 def test_layers_depend_downwards(layer: str, may_not_import: str) -> None:

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     AddMember,
     AddRelationship,
+    AuditRecord,
+    AuditTrail,
     BeadHistory,
     BeadList,
     Conflict,
@@ -44,6 +46,7 @@ from recall_schemas import (
     DuplicateReport,
     ErrorReply,
     FindSimilar,
+    GetAuditLog,
     GetBead,
     GetByGroup,
     GetBySession,
@@ -807,6 +810,16 @@ class RecallClient:
         """Where a subject was met: the files, commits, sessions and commands of the visible beads about it."""
         request = _build(cap.RecallWhere, query=query, limit=limit, filters=filters or {})
         return await self.call("recall_where", request, cap.WhereResult)
+
+    # --- audit ----------------------------------------------------------------------------------
+
+    async def audit_log(
+        self, group_id: str, member: str | None = None, bead_id: str | None = None, limit: int = 100
+    ) -> list[AuditRecord]:
+        """Who read and wrote the group's beads (allowed or refused), newest first: the group's ops only
+        (a member gets ``Forbidden``). ``member`` or ``bead_id`` narrow it to one member or one bead."""
+        request = _build(GetAuditLog, group_id=group_id, member=member, bead_id=bead_id, limit=limit)
+        return (await self.call("audit_log", request, AuditTrail)).entries
 
     # --- change feed ----------------------------------------------------------------------------
 

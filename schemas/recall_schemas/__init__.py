@@ -1,6 +1,8 @@
 """Nexus Recall wire contract: every message of the protocol as a pydantic model."""
 
 from . import coordination, events
+from .audit import *  # noqa: F403
+from .audit import __all__ as _audit_names
 from .capture import *  # noqa: F403
 from .capture import __all__ as _capture_names
 from .coordination import *  # noqa: F403
@@ -96,4 +98,5 @@ __all__ = [
     *_forget_names,
     *_trust_names,
     *_history_names,
+    *_audit_names,
 ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from . import audit as a
 from . import capture as cap
 from . import coordination as c
 from . import forget as f
@@ -106,6 +107,11 @@ OPERATIONS: dict[str, Operation] = {
         Operation(
             "recall_where", cap.RecallWhere, cap.WhereResult,
             "Where a subject was met: files, commits, sessions and commands of the matching visible beads",
+        ),
+        # --- audit ---
+        Operation(
+            "audit_log", a.GetAuditLog, a.AuditTrail,
+            "Who read and wrote the group's beads, allowed or refused (the group's ops only)",
         ),
     )
 }

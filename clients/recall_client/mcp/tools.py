@@ -724,6 +724,20 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         },
         read_only=True,
     ),
+    # --- audit ---
+    ToolSpec(
+        "audit_log",
+        "Read a group's audit trail",
+        "Use as a group's ops to see who read and wrote the group's memories, when, and whether the hub "
+        "allowed it (refusals carry their error code). Newest first. Members who are not ops are refused.",
+        params={
+            "group_id": "The group ('g_…') you are ops of.",
+            "member": "Only this current member's entries ('a_…' or 'o_…').",
+            "bead_id": "Only entries naming this bead of the group.",
+            "limit": "Maximum number of entries (1–1000; default 100).",
+        },
+        read_only=True,
+    ),
 )
 
 EXCLUDED_OPERATIONS: frozenset[str] = frozenset()

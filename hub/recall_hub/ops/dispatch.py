@@ -22,6 +22,7 @@ from recall_schemas import OPERATIONS
 from recall_hub.context import HubContext
 from recall_hub.ops import (
     agent_state,
+    audit,
     beads,
     capture,
     changes,
@@ -45,7 +46,7 @@ Handler = Callable[[HubContext, str, Any], Awaitable[BaseModel]]
 MODULES: tuple[ModuleType, ...] = (
     capture, places,
     agent_state, beads, changes, forget, groups, handoff, kv, listing, maintenance, relationships, search, sessions,
-    history, trust,
+    history, trust, audit,
 )
 
 

@@ -34,6 +34,7 @@ from nats.micro.service import Endpoint, EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     OPERATIONS,
+    AuditTrail,
     BeadHistory,
     BeadList,
     ContextBlock,
@@ -288,6 +289,7 @@ _CUTS: dict[type[BaseModel], _Cut] = {
     GroupList: _Cut(lambda r: r.groups, _cut_list("groups")),
     StaleList: _Cut(lambda r: r.items, cut_stale),
     BeadHistory: _Cut(history_items, cut_history),
+    AuditTrail: _Cut(lambda r: r.entries, _cut_list("entries")),
 }
 
 

@@ -163,6 +163,20 @@ class AuditLog:
         found = {row[0] for row in rows}
         return [bead_id for bead_id in bead_ids if bead_id in found]
 
+    async def group_beads(self, caller: str, group_id: str, bead_ids: Iterable[str]) -> set[str]:
+        """Which of ``bead_ids`` are beads of ``group_id`` with group visibility, read as ``caller``: empty
+        unless the caller is the group's ops (its audit trail is the ops' to read)."""
+        ids = list(dict.fromkeys(bead_ids))
+        if self.graph is None or not ids:
+            return set()
+        rows = await self.graph.ro_query(
+            "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF {role: 'ops'}]->(:Group {group_id: $group_id}) "
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) "
+            "WHERE b.group_id = $group_id AND b.visibility = 'group' RETURN b.bead_id",
+            {"caller": caller, "group_id": group_id, "ids": ids},
+        )
+        return {row[0] for row in rows}
+
     async def entries(
         self, *, ai_id: str | None = None, bead_id: str | None = None, limit: int = 100
     ) -> list[AuditEntry]:

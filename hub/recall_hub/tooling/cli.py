@@ -510,6 +510,26 @@ async def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _console(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from recall_hub.console import create_app
+
+    nats_url = args.nats or os.environ.get("RECALL_NATS_URL", "nats://127.0.0.1:4222")
+    creds = args.creds or args.creds_dir
+    try:
+        app = create_app(nats_url, creds_dir=creds, dev=creds is None,
+                         secret=os.environ.get("RECALL_CONSOLE_SECRET"))
+    except ValueError as exc:
+        print(f"recall console: {exc}", file=sys.stderr)
+        return 2
+    mode = f"as the identities of {creds}" if creds else "in development mode (any AI id; NATS without auth)"
+    print(f"Recall console on http://{args.host}:{args.port}/ — hub at {nats_url}, {mode}", file=sys.stderr)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info", lifespan="on"))
+    await server.serve()
+    return 0
+
+
 async def _eval_locomo(args: argparse.Namespace) -> int:
     from recall_hub.bench.locomo import MODES, markdown, render, run_locomo
 
@@ -686,6 +706,16 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--redis", help="Redis URL (RECALL_REDIS_URL)")
     audit.add_argument("--graph", help="graph name (RECALL_GRAPH_NAME)")
     audit.set_defaults(run=_audit)
+
+    console = sub.add_parser("console", help="a web console acting as one hub identity per browser session")
+    console.add_argument("--nats", help="NATS URL (RECALL_NATS_URL, default nats://127.0.0.1:4222)")
+    console.add_argument("--host", default="127.0.0.1")
+    console.add_argument("--port", type=int, default=8800)
+    who = console.add_mutually_exclusive_group()
+    who.add_argument("--creds", help="one identity's NATS credentials file: the console is that identity")
+    who.add_argument("--creds-dir", help="a directory of <ai id>.creds files: the login page lists those ids")
+    who.add_argument("--dev", action="store_true", help="NATS without auth: sign in as any AI id (the default)")
+    console.set_defaults(run=_console)
 
     exp = sub.add_parser("export-schemas", help="write JSON Schema and AsyncAPI files")
     exp.add_argument("--out", default="schemas")

@@ -1,0 +1,105 @@
+"""What every request handler needs: the console's shared state, the browser's identity and its client,
+form checks, and the refusals a handler raises (turned into pages or JSON by ``app.py``)."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from recall_client import RecallClient
+from recall_schemas import ErrorCode, RecallError
+from starlette.requests import Request
+
+from .auth import SESSION_COOKIE, BrowserSession, ClientPool, CookieSigner, Identities
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.TIMEOUT: 504,
+}
+"""The HTTP status of a page or endpoint that shows a hub refusal."""
+
+GROUP_ID = re.compile(r"^g_[a-z0-9]{4,32}$")
+BEAD_ID = re.compile(r"^b_[a-z0-9]{4,32}$")
+SESSION_ID = re.compile(r"^s_[a-z0-9]{4,32}$")
+
+
+@dataclass
+class Console:
+    identities: Identities
+    pool: ClientPool
+    signer: CookieSigner
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+class NotSignedIn(Exception):
+    """The request has no valid session: pages send the browser to the login page, the API answers 401."""
+
+
+class BadInput(Exception):
+    """A parameter the browser sent is malformed (400), or a form came without its session's token (403)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def console_of(request: Request) -> Console:
+    console: Console = request.app.state.console
+    return console
+
+
+def session_of(request: Request) -> BrowserSession:
+    console = console_of(request)
+    session = console.signer.unsign(request.cookies.get(SESSION_COOKIE))
+    if session is None or console.identities.problem(session.ai_id) is not None:
+        raise NotSignedIn()
+    return session
+
+
+async def client_of(request: Request) -> tuple[BrowserSession, RecallClient]:
+    session = session_of(request)
+    return session, await console_of(request).pool.client(session.ai_id)
+
+
+async def checked_form(request: Request, session: BrowserSession) -> dict[str, str]:
+    """The posted form's text fields, after checking its token belongs to this browser's session."""
+    form = await request.form()
+    fields = {key: value.strip() for key, value in form.items() if isinstance(value, str)}
+    if not hmac.compare_digest(fields.get("csrf", ""), session.csrf):
+        raise BadInput("This form has expired or did not come from this console; reload the page and try again.", 403)
+    return fields
+
+
+def valid_id(kind: re.Pattern[str], value: str, what: str) -> str:
+    if not kind.fullmatch(value):
+        raise BadInput(f"{value!r} is not a {what} id.")
+    return value
+
+
+def status_of(error: RecallError) -> int:
+    return HTTP_STATUS.get(error.code, 500)
+
+
+def int_param(params: Any, name: str, default: int, low: int, high: int) -> int:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadInput(f"{name} must be a whole number between {low} and {high}.") from None
+    if not low <= value <= high:
+        raise BadInput(f"{name} must be between {low} and {high}.")
+    return value
