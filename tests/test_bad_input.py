@@ -180,6 +180,7 @@ def valid_payloads(caller: str) -> dict[str, dict[str, Any]]:
             "group_id": g,
         },
         "recall_where": {"query": "well formed"},
+        "audit_log": {"group_id": g},
     }
 
 

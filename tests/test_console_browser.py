@@ -157,7 +157,8 @@ async def test_each_identity_sees_only_what_the_hub_lets_it_see(console, browser
     def as_carol() -> None:
         sign_in(browser, base, carol.ai_id)
         search_for(browser, base, word)
-        assert hit_titles(browser) == []
+        # Other tests' global beads may come up as weak vector matches; none of these may.
+        assert not {private.title, shared.title} & set(hit_titles(browser))
         assert word not in browser.find_element(By.ID, "main").text.replace(f"Search: {word}", "")
         for bead in (private, shared):
             heading, text = open_bead(browser, base, bead.bead_id)
