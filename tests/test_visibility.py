@@ -326,6 +326,13 @@ async def test_relationships_traversal_and_why(
     else:
         await assert_like_missing(caller.get_relationships, target)
 
+    # get_edges: an edge appears only when the caller sees both ends; naming a hidden bead adds nothing.
+    batch = await caller.get_edges([anchor, target])
+    assert (link in {(e.from_id, e.to_id, e.rel_type) for e in batch}) is sees(role, vis), "get_edges"
+    assert any(target in (e.from_id, e.to_id) for e in batch) is sees(role, vis), "get_edges"
+    if not sees(role, vis):
+        assert await caller.get_edges([target]) == [], "get_edges"
+
     # Outward from the anchor: the target is one hop away (the hub's own RELATED_TO links between
     # similar global beads point the same way, so the walk stays small as the graph grows).
     sub = await caller.traverse_graph(anchor, max_depth=2, direction="out")

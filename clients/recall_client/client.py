@@ -25,6 +25,7 @@ from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
+    MAX_EDGE_SOURCES,
     AddMember,
     AddRelationship,
     AuditRecord,
@@ -52,6 +53,7 @@ from recall_schemas import (
     GetBySession,
     GetByTag,
     GetContext,
+    GetEdges,
     GetHistory,
     GetRecent,
     GetRelationships,
@@ -579,6 +581,22 @@ class RecallClient:
                 len(reply.relationships),
             )
         return reply.relationships
+
+    async def get_edges(
+        self, bead_ids: Sequence[str], rel_types: Sequence[RelType | str] = ()
+    ) -> list[Relationship]:
+        """Every edge out of the given beads (those this identity may see) to beads it may see, in one read per
+        :data:`~recall_schemas.MAX_EDGE_SOURCES` beads: the edges of a graph view. An edge between two
+        given beads comes once."""
+        ids = list(dict.fromkeys(bead_ids))
+        edges: list[Relationship] = []
+        for start in range(0, len(ids), MAX_EDGE_SOURCES):
+            request = _build(GetEdges, bead_ids=ids[start : start + MAX_EDGE_SOURCES], rel_types=list(rel_types))
+            reply = await self.call("get_edges", request, RelationshipList)
+            if reply.truncated:
+                log.warning("get_edges: %d edges returned, the rest did not fit the bus", len(reply.relationships))
+            edges += reply.relationships
+        return edges
 
     async def traverse_graph(
         self,

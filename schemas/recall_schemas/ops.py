@@ -52,6 +52,10 @@ OPERATIONS: dict[str, Operation] = {
         Operation("get_recent", r.GetRecent, r.BeadList, "Most recent visible beads"),
         Operation("add_relationship", r.AddRelationship, Relationship, "Link two visible beads"),
         Operation("get_relationships", r.GetRelationships, r.RelationshipList, "Edges of a bead"),
+        Operation(
+            "get_edges", r.GetEdges, r.RelationshipList,
+            "The outgoing edges of many beads at once, between beads the caller may see (a graph view)",
+        ),
         Operation("traverse_graph", r.TraverseGraph, Subgraph, "Breadth-first walk over visible beads"),
         Operation("deduplicate_beads", r.DeduplicateBeads, r.DuplicateReport, "Clusters of equal content"),
         Operation("rank_by_importance", r.RankByImportance, r.BeadList, "Sort beads by importance"),

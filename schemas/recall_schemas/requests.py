@@ -293,10 +293,22 @@ class AddRelationship(WireModel):
         return self
 
 
+MAX_EDGE_SOURCES = 500
+"""Beads one ``get_edges`` request may name."""
+
+
 class GetRelationships(WireModel):
     bead_id: BeadId
     rel_type: RelType | None = None
     direction: Direction = Direction.BOTH
+
+
+class GetEdges(WireModel):
+    bead_ids: list[BeadId] = Field(
+        min_length=1, max_length=MAX_EDGE_SOURCES,
+        description="Beads whose outgoing edges to read (ids the caller cannot see add nothing)",
+    )
+    rel_types: list[RelType] = Field(default_factory=list, description="Empty: every type")
 
 
 class RelationshipList(WireModel):
@@ -450,6 +462,7 @@ class GroupList(WireModel):
 
 
 __all__ = [
+    "MAX_EDGE_SOURCES",
     "AddMember",
     "AddRelationship",
     "BeadFilters",
@@ -475,6 +488,7 @@ __all__ = [
     "GetBySession",
     "GetByTag",
     "GetContext",
+    "GetEdges",
     "GetRecent",
     "GetRelationships",
     "Group",

@@ -327,6 +327,17 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         read_only=True,
     ),
     ToolSpec(
+        "get_edges",
+        "Links among many memories",
+        "Use to see how a set of beads hang together in one call (e.g. the results of a search or a listing): "
+        "every edge out of them to beads you may see.",
+        params={
+            "bead_ids": "Ids of the beads (up to 500); ids you cannot see add nothing.",
+            "rel_types": "Only edges of these types; default all.",
+        },
+        read_only=True,
+    ),
+    ToolSpec(
         "traverse_graph",
         "Walk the memory graph",
         "Use when you start from a bead (not a question) and want what is connected to it: a breadth-first "

@@ -1,14 +1,13 @@
 """A group's memory as nodes and edges, for the graph page, read through the hub as one identity.
 
 Nodes: the group's beads (``get_by_group``, newest first, 500 a page, up to ``limit``), filtered
-by tag, type, session and time range. Edges: the hub has no batch read of relationships, so they are
-read per bead (``get_relationships``, several at once) for the first ``edges_for`` nodes shown only —
-the page says how many nodes that covers. An edge is kept when both its ends are shown.
+by tag, type, session and time range. Edges: ``get_edges`` (one read per 500 beads) for the first
+``edges_for`` nodes shown (all of them by default) — the page says how many nodes that covers. An edge
+is kept when both its ends are shown.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
@@ -17,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recall_client import RecallClient
-from recall_schemas import BeadList, BeadType, GetByGroup, MemoryBead, NotFound, Relationship
+from recall_schemas import BeadList, BeadType, GetByGroup, MemoryBead
 
 from .html import EDGE_COLOURS, TYPE_COLOURS
 from .state import SESSION_ID, BadInput, int_param
@@ -29,9 +28,8 @@ MAX_NODES = 5000
 LISTING_PAGE = 500
 """The most a listing request may ask for; longer listings go page by page (keyset cursor)."""
 DEFAULT_NODES = 2000
-MAX_EDGE_READS = 2000
-DEFAULT_EDGE_READS = 300
-EDGE_READ_CONCURRENCY = 16
+MAX_EDGE_READS = MAX_NODES
+DEFAULT_EDGE_READS = MAX_NODES
 
 
 @dataclass(frozen=True)
@@ -125,18 +123,8 @@ async def group_graph(client: RecallClient, group_id: str, filters: GraphFilters
     shown = [b for b in beads if filters.admits(b)]
     ids = {b.bead_id for b in shown}
     with_edges = [b.bead_id for b in shown[: filters.edges_for]]
-    slots = asyncio.Semaphore(EDGE_READ_CONCURRENCY)
-
-    async def edges_of(bead_id: str) -> list[Relationship]:
-        async with slots:
-            try:
-                return await client.get_relationships(bead_id)
-            except NotFound:  # gone (or out of sight) since the listing
-                return []
-
-    found = await asyncio.gather(*(edges_of(i) for i in with_edges))
     edges: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rel in (r for rels in found for r in rels):
+    for rel in await client.get_edges(with_edges) if with_edges else []:
         if rel.from_id in ids and rel.to_id in ids:
             key = (rel.from_id, rel.to_id, rel.rel_type.value)
             edges[key] = {"source": rel.from_id, "target": rel.to_id, "type": rel.rel_type.value}

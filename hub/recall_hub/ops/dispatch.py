@@ -69,7 +69,7 @@ HANDLERS: dict[str, Handler] = _handlers()
 STALE_READS = frozenset({
     "search_beads", "find_similar", "why", "context", "unified_recall",
     "get_by_session", "get_by_group", "get_by_tag", "get_recent", "rank_by_importance",
-    "get_relationships", "traverse_graph",
+    "get_relationships", "get_edges", "traverse_graph",
 })
 """Operations whose reads a replica may serve: searches, listings, traversal, why and context. Every other
 operation reads the primary: writes, reads that guard a write (membership, versions), and reads a caller

@@ -5,6 +5,7 @@ from __future__ import annotations
 from recall_schemas import (
     AddRelationship,
     Direction,
+    GetEdges,
     GetRelationships,
     GraphNode,
     NotFound,
@@ -38,6 +39,14 @@ async def get_relationships(ctx: HubContext, caller: str, req: GetRelationships)
     if edges is None:
         raise NotFound(f"bead {req.bead_id} not found")
     edges.sort(key=lambda e: (e.created_at, e.rel_type, e.from_id, e.to_id))
+    return RelationshipList(relationships=edges)
+
+
+async def get_edges(ctx: HubContext, caller: str, req: GetEdges) -> RelationshipList:
+    """One read for a graph view: every edge out of the listed beads the caller can see, to beads it can see."""
+    ids = list(dict.fromkeys(req.bead_ids))
+    edges = await ctx.relationships.edges_of(caller, ids, [t.value for t in req.rel_types])
+    edges.sort(key=lambda e: (e.from_id, e.created_at, e.rel_type, e.to_id))
     return RelationshipList(relationships=edges)
 
 

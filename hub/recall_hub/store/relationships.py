@@ -58,6 +58,16 @@ class RelationshipStore:
             if rel_type is not None
         ]
 
+    async def edges_of(self, caller: str, bead_ids: list[str], types: list[str]) -> list[Relationship]:
+        """The outgoing edges of the visible beads among ``bead_ids`` to visible beads (each edge once)."""
+        rows = await self.graph.values(
+            MY_GROUPS + f"UNWIND $ids AS id MATCH (a:Bead {{bead_id: id}}) WHERE {visible('a')} "
+            f"MATCH (a)-[r]->(b:Bead) WHERE type(r) IN $types AND {visible('b')} "
+            "RETURN type(r), a.bead_id, b.bead_id, properties(r)",
+            {"caller": caller, "ids": bead_ids, "types": types or ALL_TYPES},
+        )
+        return [relationship_from_props(rel_type, start, end, props) for rel_type, start, end, props in rows]
+
     async def hop(
         self, caller: str, frontier: list[str], types: list[str], direction: Direction
     ) -> list[tuple[str, Relationship]]:
