@@ -143,6 +143,7 @@ def valid_payloads(caller: str) -> dict[str, dict[str, Any]]:
         "add_relationship": {"from_id": b, "to_id": b2, "rel_type": "RELATED_TO"},
         "get_relationships": {"bead_id": b},
         "get_edges": {"bead_ids": [b, b2]},
+        "list_handoffs": {"group_id": g},
         "traverse_graph": {"start_id": b},
         "deduplicate_beads": {"group_id": g},
         "rank_by_importance": {"bead_ids": [b]},

@@ -19,6 +19,7 @@ from conftest import new_ai, until
 from recall_client import RecallClient
 from recall_hub.console import create_app
 from recall_hub.tooling.stack import EmbeddedStack, free_port
+from recall_schemas import NotFound
 from starlette.applications import Starlette
 
 BASE = "http://console.test"
@@ -191,6 +192,19 @@ async def test_handoff_timeline_and_session_check(app: Starlette) -> None:
         acked = await heir.post(form[1], data={"csrf": csrf_of(page.text), "group": group})
         assert acked.status_code == 303
         assert "acknowledged" in (await heir.get("/handoffs", params={"group": group})).text
+        # The hub's listing behind the timeline: newest first, each with its own acknowledgement; members only.
+        back = await heir.post(f"/groups/{group}/handoff", data={
+            "to_agent": ops_id, "brief": "Back to you", "csrf": csrf_of((await heir.get("/groups")).text)})
+        assert back.status_code == 303
+        listed = await (await hub_client(app, heir_id)).list_handoffs(group)
+        assert [(h.from_ops, h.to_ops, h.status) for h in listed] == [
+            (heir_id, ops_id, "pending"), (ops_id, heir_id, "acknowledged")
+        ]
+        assert listed[1].acknowledged_at is not None and listed[0].acknowledged_at is None
+        timeline = (await old.get("/handoffs", params={"group": group})).text
+        assert timeline.count("<details><summary>Brief</summary>") == 2 and "Back to you" in timeline
+        with pytest.raises(NotFound):
+            await (await hub_client(app, new_ai())).list_handoffs(group)
         check = await old.get("/handoffs", params={"group": group, "session": "s_consoletest01"})
         assert check.status_code == 200 and "Beads you can see</dt><dd>1<" in check.text
         assert session_bead.session_id == "s_consoletest01"

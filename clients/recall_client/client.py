@@ -718,6 +718,11 @@ class RecallClient:
     async def acknowledge_handoff(self, handoff_id: str) -> c.Handoff:
         return await self.call("acknowledge_handoff", _build(c.AcknowledgeHandoff, handoff_id=handoff_id), c.Handoff)
 
+    async def list_handoffs(self, group_id: str, limit: int = 50) -> list[c.Handoff]:
+        """A group's ops transfers, newest first, each with its status and acknowledgement (members only)."""
+        reply = await self.call("list_handoffs", _build(c.ListHandoffs, group_id=group_id, limit=limit), c.HandoffList)
+        return reply.handoffs
+
     async def handoff_brief(self, group_id: str, max_tokens: int = 1500) -> c.HandoffBrief:
         request = _build(c.GetHandoffBrief, group_id=group_id, max_tokens=max_tokens)
         return await self.call("handoff_brief", request, c.HandoffBrief)

@@ -130,6 +130,15 @@ class Handoff(WireModel):
     acknowledged_at: datetime | None = None
 
 
+class ListHandoffs(WireModel):
+    group_id: GroupId
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+
+
+class HandoffList(WireModel):
+    handoffs: list[Handoff] = Field(description="The group's ops transfers, newest first")
+
+
 class AcknowledgeHandoff(WireModel):
     handoff_id: Annotated[str, Field(pattern=r"^h_[a-z0-9]{4,40}$")]
 
@@ -258,10 +267,12 @@ __all__ = [
     "GetSession",
     "Handoff",
     "HandoffBrief",
+    "HandoffList",
     "IntegrityProblem",
     "IntegrityReport",
     "KVEntry",
     "Learn",
+    "ListHandoffs",
     "MigrateSession",
     "MigrationResult",
     "Notification",

@@ -75,6 +75,7 @@ OPERATIONS: dict[str, Operation] = {
         Operation("ai_state_transfer", c.TransferAIState, c.AIState, "Hand the caller's state to a group peer"),
         Operation("transfer_ops", c.TransferOps, c.Handoff, "Hand the ops role over, with context, atomically"),
         Operation("acknowledge_handoff", c.AcknowledgeHandoff, c.Handoff, "The new ops accepts a handoff"),
+        Operation("list_handoffs", c.ListHandoffs, c.HandoffList, "A group's ops transfers, newest first (members)"),
         Operation("handoff_brief", c.GetHandoffBrief, c.HandoffBrief, "What a new ops needs to know"),
         Operation("learn", c.Learn, c.KVEntry, "Remember a value under a key (private key-value memory)"),
         Operation("recall", c.Recall, c.KVEntry, "The value learnt under a key"),

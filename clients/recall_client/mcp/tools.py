@@ -515,6 +515,14 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         idempotent=True,
     ),
     ToolSpec(
+        "list_handoffs",
+        "Past ops handoffs",
+        "Use to see who led a group when: its ops transfers, newest first, with their status and when each was"
+        " acknowledged.",
+        params={"group_id": GROUP_ID, "limit": "Maximum handoffs (1–500; default 50)."},
+        read_only=True,
+    ),
+    ToolSpec(
         "handoff_brief",
         "Brief for a (new) ops",
         "Use first after taking over a group: the latest handoff, the group's most important and recent "

@@ -532,11 +532,10 @@ async def _bead_trust(request: Request, verdict: str) -> Response:
 # --- handoffs and sessions -------------------------------------------------------------------------
 
 
-async def _past_handoffs(client: RecallClient, gid: str) -> list[MemoryBead]:
-    """The group's handoff beads, newest first: the hub keeps no listing of handoffs, but each transfer
-    stores one bead (type handoff, tag ``handoff``, the brief as content, the handoff id in metadata)."""
+async def _handoff_briefs(client: RecallClient, gid: str) -> dict[str, MemoryBead]:
+    """The group's handoff beads (each transfer stores its brief as one), by bead id."""
     tagged = await client.get_by_tag("handoff", limit=500)
-    return [b for b in tagged if b.group_id == gid and b.bead_type is BeadType.HANDOFF]
+    return {b.bead_id: b for b in tagged if b.group_id == gid and b.bead_type is BeadType.HANDOFF}
 
 
 def _latest(handoff: Handoff | None, session: BrowserSession) -> str:
@@ -575,20 +574,23 @@ async def handoffs_page(request: Request, *, error: str = "", status: int = 200)
     ) if groups else '<p class="empty">You are in no group.</p>'
     timeline = ""
     if gid:
-        brief, past = await asyncio.gather(client.handoff_brief(gid, max_tokens=600), _past_handoffs(client, gid))
+        brief, past, briefs = await asyncio.gather(
+            client.handoff_brief(gid, max_tokens=600), client.list_handoffs(gid), _handoff_briefs(client, gid)
+        )
         rows = (
-            (when(b.created_at), e(b.created_by), e(b.metadata.get("to_ops", "?")),
-             f"<details><summary>Brief</summary><pre>{e(b.content)}</pre></details>", bead_link(b.bead_id, "bead"))
-            for b in past
+            (when(h.created_at), e(h.from_ops), e(h.to_ops),
+             f"acknowledged {when(h.acknowledged_at)}" if h.acknowledged_at else e(h.status),
+             f"<details><summary>Brief</summary><pre>{e(briefs[h.handoff_bead_id].content)}</pre></details>"
+             if h.handoff_bead_id in briefs else "", bead_link(h.handoff_bead_id, "bead"))
+            for h in past
         )
         timeline = (
             '<section aria-labelledby="h-latest"><h2 id="h-latest">Latest handoff</h2>'
             f"{_latest(brief.handoff, session)}"
             "</section>"
             '<section aria-labelledby="h-timeline"><h2 id="h-timeline">Timeline of ops transfers</h2>'
-            '<p class="hint">From the group\'s handoff beads, newest first; the hub reports acknowledgement for '
-            "the latest handoff only.</p>"
-            + table("Ops transfers", ("When", "From", "To", "Brief", "Bead"), rows, empty="No transfers yet.")
+            '<p class="hint">Newest first, each with its acknowledgement.</p>'
+            + table("Ops transfers", ("When", "From", "To", "Status", "Brief", "Bead"), rows, empty="No transfers yet.")
             + "</section>"
             '<section aria-labelledby="h-brief"><h2 id="h-brief">What a new ops would read</h2>'
             f"<pre>{e(brief.text) or '(nothing yet)'}</pre></section>"

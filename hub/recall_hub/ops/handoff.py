@@ -21,6 +21,8 @@ from recall_schemas.coordination import (
     GetHandoffBrief,
     Handoff,
     HandoffBrief,
+    HandoffList,
+    ListHandoffs,
     Notification,
     Todo,
     TransferOps,
@@ -112,6 +114,14 @@ async def acknowledge_handoff(ctx: HubContext, caller: str, req: AcknowledgeHand
     if handoff is None:
         raise NotFound(f"handoff {req.handoff_id} not found")
     return handoff
+
+
+async def list_handoffs(ctx: HubContext, caller: str, req: ListHandoffs) -> HandoffList:
+    """A group's ops transfers, newest first, with their acknowledgements; for its current members."""
+    handoffs = await ctx.handoffs.in_group(caller, req.group_id, req.limit)
+    if handoffs is None:
+        raise NotFound(f"group {req.group_id} not found")
+    return HandoffList(handoffs=handoffs)
 
 
 async def handoff_brief(ctx: HubContext, caller: str, req: GetHandoffBrief) -> HandoffBrief:

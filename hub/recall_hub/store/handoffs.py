@@ -70,6 +70,18 @@ class HandoffStore:
         )
         return _handoff(rows[0][0]) if rows else None
 
+    async def in_group(self, caller: str, group_id: str, limit: int) -> list[Handoff] | None:
+        """The group's handoffs, newest first; None when the caller is not a member of the group."""
+        rows = await self.graph.values(
+            "MATCH (:AI {ai_id: $caller})-[:MEMBER_OF]->(:Group {group_id: $group_id}) "
+            "OPTIONAL MATCH (h:Handoff {group_id: $group_id}) "
+            "WITH h ORDER BY h.created_at DESC, h.handoff_id LIMIT $limit RETURN properties(h)",
+            {"caller": caller, "group_id": group_id, "limit": limit},
+        )
+        if not rows:
+            return None
+        return [_handoff(row[0]) for row in rows if row[0] is not None]
+
     async def group_memory(self, caller: str, group_id: str, limit: int) -> list[MemoryBead]:
         """The group's active group beads (the caller must be a member), most important and recent first."""
         rows = await self.graph.ro_query(
