@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo up test lint schemas bench clean
+.PHONY: install demo up test test-browser lint schemas bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ up: install
 ## Install everything and run the default test suite against real servers started by the tests.
 test: install
 	$(BIN)/python -m pytest
+
+## The console's headless-browser tests (they skip in `make test` where no browser is installed):
+## installs Debian's chromium and chromedriver (as root, with apt), then runs them.
+test-browser: install
+	@command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; } || \
+		{ echo "install chromium and chromium-driver (Debian) first"; exit 1; }
+	$(BIN)/python -m pytest tests/test_console_browser.py
 
 lint: install
 	$(BIN)/ruff check .
