@@ -18,8 +18,11 @@ from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderConfig
+from recall_hub.ops.after_commit import settle_created
+from recall_hub.ops.beads import new_bead_props
 from recall_hub.service.server import running_hub
 from recall_hub.store.records import content_hash
+from recall_hub.timeutil import now_ms
 from recall_hub.tooling.backup import backup, restore
 from recall_hub.tooling.backup_file import read_records
 from recall_hub.tooling.importer import import_file
@@ -27,12 +30,14 @@ from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     FORGOTTEN_REASON,
     Conflict,
+    CreateBead,
     Forbidden,
     InvalidRequest,
     NotFound,
     RecallError,
     RelType,
     SearchMode,
+    new_id,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -226,6 +231,28 @@ async def test_forgotten_content_is_refused_on_every_create_path_in_its_scope(
     assert (await member.create_bead(title, content, visibility="global")).bead_id
     # A non-member learns nothing: the group is simply not found, as for any content.
     await raises(NotFound, outsider.create_bead(title, content, visibility="group", group_id=group_id))
+
+
+async def test_the_write_itself_refuses_forgotten_content(connect: ClientFactory, hub: HubContext) -> None:
+    """The deny-list is checked again inside the create query: a forget that lands between a create's
+    check and its write still wins (here the write is called without the check, as in that race)."""
+    ops, author, member, _, group_id = await team(connect)
+    word = f"zw{secrets.token_hex(4)}"
+    title, content = secret_text(word)
+    bead = await author.create_bead(title, content, visibility="group", group_id=group_id)
+    await ops.forget_bead(bead.bead_id, "leaked")
+    request = CreateBead(title=title, content=content, visibility="group", group_id=group_id,
+                         session_id=new_id("s"))
+    props, idem = new_bead_props(member.ai_id, request, now_ms())
+    assert await hub.beads.create(member.ai_id, props, idem=idem) is None
+    other = CreateBead(title=f"fine {word}", content="unrelated", visibility="group", group_id=group_id)
+    fine, fine_idem = new_bead_props(member.ai_id, other, now_ms())
+    written = await hub.beads.create_many(member.ai_id, [(props, idem), (fine, fine_idem)])
+    assert list(written) == [1] and written[1][0]["title"] == f"fine {word}"
+    await settle_created(hub, [written[1][0]["bead_id"]])  # its after-commit work, as the operation would
+    assert await hub.sessions.get(member.ai_id, request.session_id) is None  # nothing of it was written
+    titles = {b.title for b in await member.get_by_group(group_id)}
+    assert title not in titles and f"fine {word}" in titles
 
 
 async def test_a_private_forget_blocks_only_its_creator(connect: ClientFactory) -> None:

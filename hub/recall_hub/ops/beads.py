@@ -105,6 +105,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     await check_not_forgotten(ctx, caller, props)
     outcome = await ctx.beads.create(caller, props, idem=idem)
     if outcome is None:
+        await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
         raise NotFound(f"group {req.group_id} not found")
     stored, created = outcome
     bead_id = stored["bead_id"]
@@ -151,9 +152,10 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
     for props, created in written.values():
         if not created:  # a replay: finish the first create's work if a crash left any
             await settle_quietly(ctx, props["bead_id"])
-    for position, (i, _, _) in enumerate(pending):
+    for position, (i, props, _) in enumerate(pending):
         try:
             if position not in stored:
+                await check_not_forgotten(ctx, caller, props)  # forgotten between the check and the write
                 raise NotFound(f"group {req.beads[i].group_id} not found")
             made = await _as_created(ctx, caller, *stored[position])
             items[i] = CreatedItem(bead_id=made.bead_id, created=stored[position][1])

@@ -18,6 +18,7 @@ from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
 from recall_hub.store.validity import interval_after_change, interval_params
+from recall_hub.store.vectors import scope_of
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
 
 Props = dict[str, Any]
@@ -44,6 +45,13 @@ def split_joined(result: list[list[object]]) -> list[list[str]]:
 _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newer')} "
 
 
+
+
+NOT_FORGOTTEN = (
+    "OPTIONAL MATCH (t:Tombstone {{deny_scope: {scope}}}) WHERE t.denied AND t.content_hash = {props}.content_hash "
+    "WITH {keep}, count(t) AS forgotten WHERE forgotten = 0 "
+)
+"""Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash)."""
 
 
 class BeadStore:
@@ -187,11 +195,14 @@ class BeadStore:
     async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
         """Store a bead, checking the caller's membership of its group and ownership of its session
         in the same query, merged on the idempotency key. Returns ``(bead, created)`` — ``created`` is
-        False for a replay of an earlier create — or None when the caller is not in the bead's group."""
+        False for a replay of an earlier create — or None when the caller is not in the bead's group or
+        the same content was forgotten in its scope (the deny-list, checked again inside the write so a
+        forget that lands just before it still counts)."""
         group_id, session_id = props.get("group_id"), props.get("session_id")
         cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
         if group_id is not None:
             cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
+        cypher += NOT_FORGOTTEN.format(props="$props", scope="$deny_scope", keep="me")
         if session_id is not None:
             cypher += (  # the caller's own session of that id (sessions are per owner)
                 "MERGE (s:Session {session_id: $session_id, owner: $caller}) "
@@ -207,7 +218,7 @@ class BeadStore:
             cypher,
             {
                 "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
-                "idem": idem, "props": props, **record_params(),
+                "idem": idem, "props": props, "deny_scope": scope_of(props), **record_params(),
             },
         )
         if not rows:
@@ -223,6 +234,7 @@ class BeadStore:
             "WITH me OPTIONAL MATCH (me)-[:MEMBER_OF]->(g:Group) WITH collect(g.group_id) AS my_groups "
             "UNWIND $items AS item "
             "WITH item WHERE item.props.group_id IS NULL OR item.props.group_id IN my_groups "
+            + NOT_FORGOTTEN.format(props="item.props", scope="item.deny_scope", keep="item") +
             "FOREACH (_ IN CASE WHEN item.props.session_id IS NULL THEN [] ELSE [1] END | "
             "MERGE (s:Session {session_id: item.props.session_id, owner: $caller}) "
             "ON CREATE SET s.created_at = item.props.created_at, s.group_id = item.props.group_id, "
@@ -233,7 +245,10 @@ class BeadStore:
             "RETURN item.i, b, fresh",
             {
                 "caller": caller,
-                "items": [{"i": i, "props": props, "idem": idem} for i, (props, idem) in enumerate(items)],
+                "items": [
+                    {"i": i, "props": props, "idem": idem, "deny_scope": scope_of(props)}
+                    for i, (props, idem) in enumerate(items)
+                ],
                 **record_params(),
             },
         )
