@@ -382,3 +382,32 @@ async def test_every_form_field_of_every_page_has_a_label(console, browser, conn
         return unlabelled
 
     assert await in_browser(check) == {path: [] for path in ["/login", *pages]}
+
+
+async def test_a_group_of_two_thousand_beads_renders_and_stays_usable(console, browser, connect: ClientFactory):
+    """A few thousand beads: the page draws every one (with every edge) and still answers a click."""
+    ops = await connect(new_ai("o"))
+    group = (await ops.create_group("console-big")).group_id
+    word = unique("big")
+    items = await ops.create_beads(
+        [{"title": f"{word} fact {i}", "content": f"fact {i}", "visibility": "group", "group_id": group,
+          "session_id": f"s_{word[-8:]}{i // 250}", "importance": i % 11} for i in range(2000)],
+        batch_size=128, concurrency=2,
+    )
+    assert all(item.error is None for item in items)
+
+    def render() -> tuple[float, dict[str, Any]]:
+        sign_in(browser, console.url, ops.ai_id)
+        browser.get(f"{console.url}/groups/{group}/graph")
+        state: dict[str, Any] = wait_for(
+            browser, lambda d: (s := d.execute_script(GRAPH_STATE)) and len(s["nodes"]) == 2000 and s,
+            what="2,000 beads drawn", timeout=120,
+        )
+        drawn_ms: float = browser.execute_script("return performance.now();")  # since this page began loading
+        browser.execute_script("window.recallGraph.nodes()[0].emit('tap');")
+        wait_for(browser, lambda d: text_of(d, "#panel-title").startswith(word), what="a bead's panel")
+        return drawn_ms, state
+
+    drawn_ms, state = await in_browser(render)
+    assert len(state["edges"]) >= 1900  # each session's FOLLOWS_FROM chain at least
+    print(f"\n2,000 beads and {len(state['edges'])} edges drawn {drawn_ms / 1000:.1f} s after the page began loading")
