@@ -45,11 +45,18 @@ DROP_FULLTEXT = "CALL db.idx.fulltext.drop('Bead')"
 (:mod:`recall_hub.store.keyword_index`), so the graph index only slowed every write."""
 
 
+QUERY_REPLY_TIMEOUT_S = 30.0
+"""How long a graph query may take before the graph store counts as unreachable (redis-py would give up
+after 5 s: a large read — a backup's snapshot, a reindex page — or a loaded machine can take longer)."""
+
+
 class GraphStore:
     def __init__(
         self, url: str, graph_name: str, max_connections: int = 32, replica: ReplicaRoute | None = None
     ) -> None:
-        self._pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=10)
+        self._pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=10, socket_timeout=QUERY_REPLY_TIMEOUT_S
+        )
         self._db = FalkorDB(connection_pool=self._pool)
         self.graph = self._db.select_graph(graph_name)
         self.graph_name = graph_name
