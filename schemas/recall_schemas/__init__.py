@@ -9,6 +9,7 @@ from .coordination import *  # noqa: F403
 from .coordination import __all__ as _coordination_names
 from .enums import BeadStatus, BeadType, Direction, Provenance, RelType, Role, Visibility
 from .errors import (
+    HTTP_STATUS,
     Conflict,
     ErrorBody,
     ErrorCode,
@@ -60,6 +61,7 @@ __all__ = [
     "ErrorBody",
     "ErrorCode",
     "ErrorReply",
+    "HTTP_STATUS",
     "Forbidden",
     "GraphNode",
     "Group",

@@ -33,6 +33,20 @@ class ErrorCode(StrEnum):
     """A bug in the hub; the message carries a reference for its log."""
 
 
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.TOO_LARGE: 413,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.TIMEOUT: 504,
+}
+"""The HTTP-style status of each error code (the NATS service error header, the console's pages)."""
+
+
 class ErrorBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

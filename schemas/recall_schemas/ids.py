@@ -13,9 +13,12 @@ from pydantic import StringConstraints
 
 _BODY = r"[a-z0-9]{4,32}"
 
-BeadId = Annotated[str, StringConstraints(pattern=rf"^b_{_BODY}$")]
-GroupId = Annotated[str, StringConstraints(pattern=rf"^g_{_BODY}$")]
-SessionId = Annotated[str, StringConstraints(pattern=rf"^s_{_BODY}$")]
+BEAD_ID_PATTERN = rf"^b_{_BODY}$"
+GROUP_ID_PATTERN = rf"^g_{_BODY}$"
+SESSION_ID_PATTERN = rf"^s_{_BODY}$"
+BeadId = Annotated[str, StringConstraints(pattern=BEAD_ID_PATTERN)]
+GroupId = Annotated[str, StringConstraints(pattern=GROUP_ID_PATTERN)]
+SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
 OpsId = Annotated[str, StringConstraints(pattern=rf"^o_{_BODY}$")]
 AgentId = Annotated[str, StringConstraints(pattern=rf"^a_{_BODY}$")]
 AiId = Annotated[str, StringConstraints(pattern=rf"^[oa]_{_BODY}$")]

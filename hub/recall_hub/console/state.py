@@ -9,27 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from recall_client import RecallClient
-from recall_schemas import ErrorCode, RecallError
+from recall_schemas import HTTP_STATUS, RecallError
+from recall_schemas.ids import BEAD_ID_PATTERN, GROUP_ID_PATTERN, SESSION_ID_PATTERN
 from starlette.requests import Request
 
 from .auth import SESSION_COOKIE, BrowserSession, ClientPool, CookieSigner, Identities
 
-HTTP_STATUS: dict[ErrorCode, int] = {
-    ErrorCode.INVALID: 400,
-    ErrorCode.UNAUTHORIZED: 401,
-    ErrorCode.FORBIDDEN: 403,
-    ErrorCode.NOT_FOUND: 404,
-    ErrorCode.CONFLICT: 409,
-    ErrorCode.TOO_LARGE: 413,
-    ErrorCode.INTERNAL: 500,
-    ErrorCode.UNAVAILABLE: 503,
-    ErrorCode.TIMEOUT: 504,
-}
-"""The HTTP status of a page or endpoint that shows a hub refusal."""
-
-GROUP_ID = re.compile(r"^g_[a-z0-9]{4,32}$")
-BEAD_ID = re.compile(r"^b_[a-z0-9]{4,32}$")
-SESSION_ID = re.compile(r"^s_[a-z0-9]{4,32}$")
+GROUP_ID = re.compile(GROUP_ID_PATTERN)
+BEAD_ID = re.compile(BEAD_ID_PATTERN)
+SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from nats.micro.request import Request
 from nats.micro.service import Endpoint, EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
+    HTTP_STATUS,
     OPERATIONS,
     AuditTrail,
     BeadHistory,
@@ -83,17 +84,8 @@ from recall_hub.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 _AI_ID = re.compile(AI_ID_PATTERN)
-ERROR_STATUS = {
-    "invalid": "400",
-    "not_found": "404",
-    "forbidden": "403",
-    "conflict": "409",
-    "too_large": "413",
-    "unavailable": "503",
-    "timeout": "504",
-    "unauthorized": "401",
-    "internal": "500",
-}
+ERROR_STATUS = {code.value: str(status) for code, status in HTTP_STATUS.items()}
+"""The Nats-Service-Error code of each error (the codes of :data:`recall_schemas.HTTP_STATUS`)."""
 
 
 def caller_token(subject: str) -> str:

@@ -39,7 +39,7 @@ from recall_hub.store.backup_records import (
     StreamRecord,
     StringRecord,
 )
-from recall_hub.store.graph import GraphStore, compact_value
+from recall_hub.store.graph import GraphStore, compact_rows
 from recall_hub.store.keys import BACKED_UP, Keys, backed_up_family
 
 log = logging.getLogger(__name__)
@@ -302,7 +302,7 @@ def _rows(reply: Any) -> list[list[Any]]:
         if "empty key" in str(reply):
             return []
         raise reply
-    return [[compact_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else []
+    return compact_rows(reply)
 
 
 def _node(row: list[Any]) -> NodeRecord:

@@ -143,7 +143,7 @@ class GraphStore:
             reply = await graph.execute_command(command, self.graph_name, query, "--compact")
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
-        rows = Rows([[compact_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else [])
+        rows = Rows(compact_rows(reply))
         rows.exec_ms = _execution_ms(reply[-1])
         return rows
 
@@ -172,6 +172,11 @@ def _execution_ms(stats: list[Any]) -> float:
 
 
 _NULL, _STRING, _INTEGER, _BOOLEAN, _DOUBLE, _ARRAY, _MAP = 1, 2, 3, 4, 5, 6, 10
+
+
+def compact_rows(reply: list[Any]) -> list[list[Any]]:
+    """The rows of a ``--compact`` query reply, as plain values (none when the query returns no columns)."""
+    return [[compact_value(cell) for cell in row] for row in reply[1]] if len(reply) == 3 else []
 
 
 def compact_value(cell: list[Any]) -> Any:
