@@ -4,18 +4,20 @@ whichever hub answers its search."""
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
-from recall_hub.ops.beads import create_bead
+from recall_hub.ops.beads import create_bead, update_bead
 from recall_hub.ops.indexing import reindex
+from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
-from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode
+from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode, UpdateBead, Visibility
 
-from tests.conftest import ClientFactory, new_ai
+from tests.conftest import ClientFactory, World, new_ai
 
 
 def searches_served(service: HubService) -> int:
@@ -111,5 +113,70 @@ async def test_a_search_during_a_full_reindex_never_shows_a_bead_the_caller_may_
         assert searched_during > 0
         mine = await search_beads(ctx, owner, SearchBeads(query=word, mode=SearchMode.VECTOR, limit=50))
         assert len(mine.hits) == 45
+    finally:
+        await ctx.aclose()
+
+
+async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and_filter(
+    world: World, hub_service: HubService
+) -> None:
+    """Searches weigh their candidates on what the keyword index holds of them; it must say exactly what
+    the graph would: the same beads visible to each identity, the same filters passed, the same inputs to
+    priors (importance, age, provenance, status, trust marks, type)."""
+    ctx = hub_service.ctx
+    rng = random.Random(11)
+    ids = []
+    for i in range(40):
+        visibility = rng.choice(list(Visibility))
+        bead = await world.bead(
+            visibility, f"screened {i}", bead_type=rng.choice(["fact", "decision", "note", "topic"]),
+            importance=rng.randint(0, 10), tags=rng.sample(["red", "blue", "green"], rng.randint(0, 2)),
+            provenance=rng.choice(["observed", "authored", "recorded", "derived"]),
+        )
+        ids.append(bead.bead_id)
+        if visibility is not Visibility.PRIVATE and rng.random() < 0.4:
+            await (world.member.verify_bead if rng.random() < 0.5 else world.member.reject_bead)(
+                bead.bead_id, "checked")
+    for bead_id in ids[:4]:  # as a decay pass archives (store and log entry)
+        await ctx.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.status = 'archived'", {"id": bead_id})
+        await ctx.index_log.append(bead_id)
+    await ctx.keywords.catch_up()
+    filter_sets = [
+        BeadFilters(), BeadFilters(tags=["red"]), BeadFilters(bead_types=["decision", "topic"]),
+        BeadFilters(min_importance=4, max_importance=8), BeadFilters(group_id=world.group_id),
+        BeadFilters(visibility="private"), BeadFilters(created_by=world.creator.ai_id, status="active"),
+    ]
+    for client in (world.creator, world.member, world.ex_member, world.outsider, world.ops):
+        for filters in filter_sets:
+            scopes = await searchable_scopes(ctx, client.ai_id, filters)
+            from_index, unknown = ctx.keywords.screen(scopes, ids, filters)
+            assert unknown == []
+            assert from_index == await ctx.beads.screen(client.ai_id, ids, filters), (client.ai_id, filters)
+
+
+async def test_a_search_while_the_index_lags_the_graph_shows_nothing_the_caller_may_not_see(
+    settings: HubSettings,
+) -> None:
+    """Between a write and its application to the index, the index screens on the old state: a bead made
+    private still looks global to it, and a bead just written is not in it at all. Hits are read from
+    the graph, so the first is never shown to another identity and the second is screened by the graph."""
+    ctx = await HubContext.connect(settings.model_copy(update={"graph_name": f"recall_lag_{secrets.token_hex(4)}"}))
+    try:  # no hub runs on this context: its index applies the log only when told to
+        owner, other, word = new_ai(), new_ai(), f"zl{secrets.token_hex(5)}"
+        moved = await create_bead(ctx, owner, CreateBead(title=f"{word} soon private", visibility="global"))
+        kept = await create_bead(ctx, owner, CreateBead(title=f"{word} stays global", visibility="global"))
+        await ctx.keywords.catch_up()
+        await update_bead(ctx, owner, UpdateBead(bead_id=moved.bead_id, updates={"visibility": "private"}))
+        late = await create_bead(ctx, owner, CreateBead(title=f"{word} written late", visibility="global"))
+        scopes = await searchable_scopes(ctx, other, BeadFilters())
+        stale, unknown = ctx.keywords.screen(scopes, [moved.bead_id, kept.bead_id, late.bead_id], BeadFilters())
+        assert set(stale) == {moved.bead_id, kept.bead_id} and unknown == [late.bead_id]  # the index lags
+        for mode in (SearchMode.HYBRID, SearchMode.KEYWORD, SearchMode.VECTOR):
+            hits = (await search_beads(ctx, other, SearchBeads(query=word, mode=mode))).hits
+            found = {h.bead.bead_id for h in hits}
+            assert moved.bead_id not in found, mode
+            assert kept.bead_id in found, mode
+            if mode is not SearchMode.KEYWORD:  # the vector set has it; the graph screens it
+                assert late.bead_id in found, mode
     finally:
         await ctx.aclose()

@@ -114,22 +114,21 @@ async def rank(
     if wants_vector:
         lists["vector"] = await _nearest(ctx, scopes, vector, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
-    if fused and not hubs_wanted(include_hubs, filters):
-        await replace_hubs(ctx, caller, fused)
     if not fused:
         return []
     # Only beads the caller may see (and that pass the filters) rank or lend context.
-    if hybrid:
+    seen = await screen(ctx, caller, scopes, list(fused), filters)
+    if not hubs_wanted(include_hubs, filters):
+        seen |= await screen(ctx, caller, scopes, sorted(await replace_hubs(ctx, caller, fused, seen)), filters)
+    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
+    links: dict[str, list[str]] = {}
+    if hybrid and fused:
         best = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]
-        seen, links, around = await asyncio.gather(
-            ctx.beads.screen(caller, list(fused), filters),
+        links, around = await asyncio.gather(
             ctx.beads.session_links(caller, list(fused)),
             ctx.beads.session_neighbours(caller, [e.bead_id for e in best]),
         )
-        await _admit(ctx, caller, fused, around, filters, seen, links)
-    else:
-        seen, links = await _screen_one_list(ctx, caller, fused, filters, limit, use_priors), {}
-    fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
+        await _admit(ctx, caller, scopes, fused, around, filters, seen, links)
     if not fused:
         return []
     if hybrid:
@@ -149,6 +148,7 @@ async def rank(
 async def _admit(
     ctx: HubContext,
     caller: str,
+    scopes: list[str],
     fused: dict[str, Fused],
     around: list[tuple[str, str]],
     filters: BeadFilters,
@@ -161,7 +161,7 @@ async def _admit(
     outside = {n for pair in around for n in pair if n not in fused}
     if not outside:
         return
-    screened = await ctx.beads.screen(caller, sorted(outside), filters)
+    screened = await screen(ctx, caller, scopes, sorted(outside), filters)
     seen.update(screened)
     for later, earlier in around:
         if later in screened or earlier in screened:
@@ -178,19 +178,22 @@ def _reachable(ordered: list[Fused], limit: int) -> list[Fused]:
     return [e for e in ordered if e.relevance >= floor]
 
 
-async def _screen_one_list(
-    ctx: HubContext, caller: str, fused: dict[str, Fused], filters: BeadFilters, limit: int, use_priors: bool
+async def screen(
+    ctx: HubContext, caller: str, scopes: list[str], ids: list[str], filters: BeadFilters
 ) -> dict[str, dict[str, Any]]:
-    """Screening for one list (no graph context): with priors, only the candidates that can still reach
-    the top (:func:`_reachable`) — unless screening drops one of them, which lowers that bar, and then the
-    rest too."""
-    ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
-    if not use_priors or len(ordered) <= limit:
-        return await ctx.beads.screen(caller, [e.bead_id for e in ordered], filters)
-    first = [e.bead_id for e in _reachable(ordered, limit)]
-    seen = await ctx.beads.screen(caller, first, filters)
-    if len(seen) < len(first):
-        seen |= await ctx.beads.screen(caller, [e.bead_id for e in ordered[len(first) :]], filters)
+    """What ranking reads of the candidates among ``ids`` the caller may see and that pass ``filters``.
+
+    From the keyword index, which holds every bead with its scope, in memory; beads it does not hold yet
+    (written a moment ago) from the graph. The index may lag the graph by a moment; what it says here
+    only orders candidates — the beads returned are read from the graph, visibility and filters checked
+    again (:func:`_hydrate`)."""
+    if not ids:
+        return {}
+    if not ctx.keywords.ready:
+        return await ctx.beads.screen(caller, ids, filters)
+    seen, unknown = ctx.keywords.screen(scopes, ids, filters)
+    if unknown:
+        seen |= await ctx.beads.screen(caller, unknown, filters)
     return seen
 
 
@@ -215,8 +218,9 @@ async def _hydrate(
 ) -> list[SearchHit]:
     """The best ``limit`` of ``staged`` (best first) as hits, read in full — a few beyond the limit at a time.
 
-    Reading a bead can only lower its score (it turns out superseded, or changed since screening and is
-    gone), so once ``limit`` read beads score at least the best unread one, no unread bead can beat them.
+    Each bead read is weighed again on what the graph holds. Reading can only lower a score (the bead
+    turns out superseded, or changed since screening and is gone) while the index that screened is
+    current, so once ``limit`` read beads score at least the best unread one, no unread bead can beat them.
     """
     done: list[tuple[_Weighed, dict[str, Any]]] = []
     position = 0
@@ -232,7 +236,7 @@ async def _hydrate(
             if found is None:  # changed since it was screened
                 continue
             props, superseded = found
-            done.append((_weigh(weighed.entry, props, superseded, now, use_priors) if superseded else weighed, props))
+            done.append((_weigh(weighed.entry, props, superseded, now, use_priors), props))
         bound = staged[position].score if position < len(staged) else float("-inf")
         if sum(1 for weighed, _ in done if weighed.score >= bound) >= limit:
             break

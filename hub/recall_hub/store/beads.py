@@ -92,24 +92,28 @@ class BeadStore:
         return {row[0] for row in rows}
 
     async def screen(self, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Props]:
-        """What priors read (importance, created_at, provenance, status, trust verdicts) of the visible beads among
-        ``ids`` that pass ``filters``, read compactly. Whether a bead is superseded is left to
-        :meth:`many`: the walk to newer beads is half the cost of screening, and few beads have one."""
+        """What ranking reads (importance, created_at, provenance, status, trust verdicts, bead type) of the
+        visible beads among ``ids`` that pass ``filters``, read compactly. Whether a bead is superseded is
+        left to :meth:`many`: the walk to newer beads is half the cost of screening, and few beads have one.
+        Searches screen on the keyword index (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`)
+        and come here only for beads it does not hold yet."""
+        if not ids:
+            return {}
         clause, params = filter_clause("b", filters)
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
             "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' "
             "+ toString(coalesce(b.created_at, 0)) + ' ' + coalesce(b.provenance, 'authored') + ' ' "
-            "+ coalesce(b.status, 'active') + ' ' + string.join(coalesce(b.trust_verdicts, []), '|')) AS rows "
-            + joined("rows"),
+            "+ coalesce(b.status, 'active') + ' ' + b.bead_type + ' ' "
+            "+ string.join(coalesce(b.trust_verdicts, []), '|')) AS rows " + joined("rows"),
             {"caller": caller, "ids": list(ids), **params},
         )
         return {
             bead_id: {
                 "importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status,
-                "trust_verdicts": [verdict for verdict in verdicts.split("|") if verdict],
+                "trust_verdicts": [verdict for verdict in verdicts.split("|") if verdict], "bead_type": bead_type,
             }
-            for bead_id, importance, created, provenance, status, verdicts in split_joined(rows)
+            for bead_id, importance, created, provenance, status, bead_type, verdicts in split_joined(rows)
         }
 
     async def session_links(self, caller: str, ids: Sequence[str]) -> dict[str, list[str]]:

@@ -44,6 +44,8 @@ APPLY_PAGE = 1000
 FOLLOW_DEBOUNCE_S = 0.1
 WRITER_HEAP = 32_000_000
 _RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
+_STORED = frozenset({"bead_id", "bead_type", "status"})
+"""Raw fields read back from a document: with ``provenance`` and the integers, what screening needs."""
 
 
 ANALYZER = "recall_en"
@@ -66,9 +68,12 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("bead_id", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
     for name in _RAW[1:]:
-        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
-    builder.add_integer_field("importance", indexed=True)
-    builder.add_integer_field("created_at", indexed=True)
+        builder.add_text_field(name, stored=name in _STORED, tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("provenance", stored=True, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("importance", indexed=True, stored=True)
+    builder.add_integer_field("created_at", indexed=True, stored=True)
+    builder.add_integer_field("verified", stored=True)
+    builder.add_integer_field("rejected", stored=True)
     builder.add_integer_field("valid_from", indexed=True)
     builder.add_integer_field("valid_to", indexed=True)
     return builder.build()
@@ -200,8 +205,13 @@ class KeywordIndex:
                 doc.add_text(name, str(props[name]))
         for tag in props.get("tags") or []:
             doc.add_text("tags", str(tag))
-        doc.add_integer("importance", int(props.get("importance") or 0))
+        doc.add_text("provenance", str(props.get("provenance") or "authored"))
+        importance = props.get("importance")
+        doc.add_integer("importance", int(importance) if importance is not None else 5)
         doc.add_integer("created_at", int(props.get("created_at") or 0))
+        verdicts = list(props.get("trust_verdicts") or [])
+        doc.add_integer("verified", verdicts.count("verified"))
+        doc.add_integer("rejected", verdicts.count("rejected"))
         for name, value in validity_attributes(props).items():
             doc.add_integer(name, value)
         return doc
@@ -249,6 +259,41 @@ class KeywordIndex:
         ranked = [(str(searcher.doc(address)["bead_id"][0]), float(score)) for score, address in hits]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
         return ranked
+
+    def screen(
+        self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
+    ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """Of ``ids``: those in ``scopes`` passing ``filters``, each with what ranking reads of it
+        (importance, created_at, provenance, status, trust verdicts, bead type), as
+        :meth:`~recall_hub.store.beads.BeadStore.screen` gives it; and those the index does not hold at
+        all (written a moment ago, not applied yet), which only the graph can screen."""
+        if not ids:
+            return {}, []
+        searcher = self._searcher
+        wanted = tantivy.Query.term_set_query(self.schema, "bead_id", list(ids))
+        seen: dict[str, dict[str, Any]] = {}
+        if scopes:
+            for _, address in searcher.search(_both(wanted, self._restriction(scopes, filters)), limit=len(ids),
+                                              count=False).hits:
+                doc = searcher.doc(address)
+                verdicts = ["verified"] * int(doc.get_first("verified") or 0)
+                verdicts += ["rejected"] * int(doc.get_first("rejected") or 0)
+                seen[str(doc.get_first("bead_id"))] = {
+                    "importance": int(doc.get_first("importance") or 0),
+                    "created_at": int(doc.get_first("created_at") or 0),
+                    "provenance": doc.get_first("provenance"), "status": doc.get_first("status") or "active",
+                    "trust_verdicts": verdicts, "bead_type": doc.get_first("bead_type"),
+                }
+        rest = [bead_id for bead_id in ids if bead_id not in seen]
+        if not rest:
+            return seen, []
+        held = {
+            str(searcher.doc(address).get_first("bead_id"))
+            for _, address in searcher.search(
+                tantivy.Query.term_set_query(self.schema, "bead_id", rest), limit=len(rest), count=False
+            ).hits
+        }
+        return seen, [bead_id for bead_id in rest if bead_id not in held]
 
     def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
         schema = self.schema
