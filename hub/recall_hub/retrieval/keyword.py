@@ -9,6 +9,7 @@ takes top-k among those beads only.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from recall_schemas import BeadFilters
 
@@ -44,13 +45,14 @@ def query_terms(text: str) -> list[str]:
 
 async def keyword_candidates(
     ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int
-) -> list[tuple[str, float]]:
+) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Beads of ``scopes`` (the caller's, see :func:`~recall_hub.retrieval.scopes.searchable_scopes`)
     holding words of ``text``, best BM25 first; scopes and filters apply inside the index query,
-    before its limit, and to the statistics too."""
+    before its limit, and to the statistics too. With them, what screening reads of each
+    (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`)."""
     terms = query_terms(text)
     if not terms:
-        return []
+        return [], {}
     if not ctx.keywords.ready:
         await ctx.keywords.catch_up()
-    return ctx.keywords.search(scopes, terms, filters, limit)
+    return ctx.keywords.search_screened(scopes, terms, filters, limit)

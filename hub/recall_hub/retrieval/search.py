@@ -109,15 +109,16 @@ async def rank(
         searchable_scopes(ctx, caller, filters), _query_vector(ctx, query) if wants_vector else _nothing()
     )
     lists: dict[str, list[tuple[str, float]]] = {}
+    seen: dict[str, dict[str, Any]] = {}  # the keyword list comes screened
     if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-        lists["keyword"] = await keyword_candidates(ctx, scopes, query, filters, depth)
+        lists["keyword"], seen = await keyword_candidates(ctx, scopes, query, filters, depth)
     if wants_vector:
         lists["vector"] = await _nearest(ctx, scopes, vector, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []
     # Only beads the caller may see (and that pass the filters) rank or lend context.
-    seen = await screen(ctx, caller, scopes, list(fused), filters)
+    seen |= await screen(ctx, caller, scopes, [b for b in fused if b not in seen], filters)
     if not hubs_wanted(include_hubs, filters):
         seen |= await screen(ctx, caller, scopes, sorted(await replace_hubs(ctx, caller, fused, seen)), filters)
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tantivy
-from recall_schemas import BeadFilters
+from recall_schemas import BeadFilters, BeadStatus, BeadType, Provenance
 from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store.beads import BeadStore
@@ -44,8 +44,14 @@ APPLY_PAGE = 1000
 FOLLOW_DEBOUNCE_S = 0.1
 WRITER_HEAP = 32_000_000
 _RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
-_STORED = frozenset({"bead_id", "bead_type", "status"})
-"""Raw fields read back from a document: with ``provenance`` and the integers, what screening needs."""
+_CODED: dict[str, list[str]] = {
+    "bead_type": list(BeadType), "status": list(BeadStatus), "provenance": list(Provenance),
+}
+"""Enum fields kept as their position in the enum too, in columns (fast fields) read in one call per field."""
+_DEFAULTS = {
+    "bead_type": BeadType.NOTE.value, "status": BeadStatus.ACTIVE.value, "provenance": Provenance.AUTHORED.value,
+}
+_COLUMNS = ("importance", "created_at", "verified", "rejected", *(f"{name}_code" for name in _CODED))
 
 
 ANALYZER = "recall_en"
@@ -68,12 +74,11 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("bead_id", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
     for name in _RAW[1:]:
-        builder.add_text_field(name, stored=name in _STORED, tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("provenance", stored=True, tokenizer_name="raw", index_option="basic")
-    builder.add_integer_field("importance", indexed=True, stored=True)
-    builder.add_integer_field("created_at", indexed=True, stored=True)
-    builder.add_integer_field("verified", stored=True)
-    builder.add_integer_field("rejected", stored=True)
+        builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    builder.add_integer_field("importance", indexed=True, fast=True)
+    builder.add_integer_field("created_at", indexed=True, fast=True)
+    for name in _COLUMNS[2:]:
+        builder.add_integer_field(name, fast=True)
     builder.add_integer_field("valid_from", indexed=True)
     builder.add_integer_field("valid_to", indexed=True)
     return builder.build()
@@ -205,7 +210,9 @@ class KeywordIndex:
                 doc.add_text(name, str(props[name]))
         for tag in props.get("tags") or []:
             doc.add_text("tags", str(tag))
-        doc.add_text("provenance", str(props.get("provenance") or "authored"))
+        for name, values in _CODED.items():
+            value = props.get(name) or _DEFAULTS[name]
+            doc.add_integer(f"{name}_code", values.index(value if value in values else _DEFAULTS[name]))
         importance = props.get("importance")
         doc.add_integer("importance", int(importance) if importance is not None else 5)
         doc.add_integer("created_at", int(props.get("created_at") or 0))
@@ -219,13 +226,18 @@ class KeywordIndex:
     # --- search -----------------------------------------------------------------------------------
 
     def search(
-        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int,
-        k1: float = 1.2,
+        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int
     ) -> list[tuple[str, float]]:
         """The ``limit`` best beads of ``scopes`` passing ``filters`` for the words ``terms``, with
         BM25 scores computed on the statistics of those scopes only (see the module docstring)."""
+        return self.search_screened(scopes, terms, filters, limit)[0]
+
+    def search_screened(
+        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int
+    ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
+        """:meth:`search`, and what :meth:`screen` would say of the beads found (they passed its test)."""
         if not scopes or not terms:
-            return []
+            return [], {}
         searcher = self._searcher
         restrict = self._restriction(scopes, filters)
         key = (tuple(scopes), filters.model_dump_json())
@@ -235,7 +247,7 @@ class KeywordIndex:
             if len(self._scope_sizes) > 4096:
                 self._scope_sizes.clear()
         if in_scope == 0:
-            return []
+            return [], {}
         everywhere = max(searcher.num_docs, 1)
         weighted = []
         for token in dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)):
@@ -250,58 +262,50 @@ class KeywordIndex:
             boost = _idf(in_scope, df_scope) / _idf(everywhere, df_all)
             weighted.append((tantivy.Occur.Should, tantivy.Query.boost_query(word, boost)))
         if not weighted:
-            return []
+            return [], {}
         query = tantivy.Query.boolean_query([
             (tantivy.Occur.Must, tantivy.Query.boolean_query(weighted)),
             (tantivy.Occur.Must, tantivy.Query.const_score_query(restrict, 0.0)),
         ])
         hits = searcher.search(query, limit=limit, count=False).hits
-        ranked = [(str(searcher.doc(address)["bead_id"][0]), float(score)) for score, address in hits]
+        screened = _screened(searcher, [address for _, address in hits])
+        ranked = [(bead_id, float(score)) for (bead_id, _), (score, _) in zip(screened, hits, strict=True)]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
-        return ranked
+        return ranked, dict(screened)
 
     def screen(
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
     ) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """Of ``ids``: those in ``scopes`` passing ``filters``, each with what ranking reads of it
-        (importance, created_at, provenance, status, trust verdicts, bead type), as
+        (importance, created_at, provenance, status, trust verdicts, bead type) as
         :meth:`~recall_hub.store.beads.BeadStore.screen` gives it; and those the index does not hold at
         all (written a moment ago, not applied yet), which only the graph can screen."""
         if not ids:
             return {}, []
         searcher = self._searcher
-        wanted = tantivy.Query.term_set_query(self.schema, "bead_id", list(ids))
+        wanted = _any_of(self.schema, "bead_id", ids)
         seen: dict[str, dict[str, Any]] = {}
         if scopes:
-            for _, address in searcher.search(_both(wanted, self._restriction(scopes, filters)), limit=len(ids),
-                                              count=False).hits:
-                doc = searcher.doc(address)
-                verdicts = ["verified"] * int(doc.get_first("verified") or 0)
-                verdicts += ["rejected"] * int(doc.get_first("rejected") or 0)
-                seen[str(doc.get_first("bead_id"))] = {
-                    "importance": int(doc.get_first("importance") or 0),
-                    "created_at": int(doc.get_first("created_at") or 0),
-                    "provenance": doc.get_first("provenance"), "status": doc.get_first("status") or "active",
-                    "trust_verdicts": verdicts, "bead_type": doc.get_first("bead_type"),
-                }
+            hits = searcher.search(_both(wanted, self._restriction(scopes, filters)), limit=len(ids), count=False).hits
+            seen = dict(_screened(searcher, [address for _, address in hits]))
         rest = [bead_id for bead_id in ids if bead_id not in seen]
         if not rest:
             return seen, []
         held = {
-            str(searcher.doc(address).get_first("bead_id"))
+            _bead_id(searcher, address)
             for _, address in searcher.search(
-                tantivy.Query.term_set_query(self.schema, "bead_id", rest), limit=len(rest), count=False
+                _any_of(self.schema, "bead_id", rest), limit=len(rest), count=False
             ).hits
         }
         return seen, [bead_id for bead_id in rest if bead_id not in held]
 
     def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
         schema = self.schema
-        must = [tantivy.Query.term_set_query(schema, "scope", list(scopes))]
+        must = [_any_of(schema, "scope", scopes)]
         for tag in filters.tags:
             must.append(tantivy.Query.term_query(schema, "tags", tag))
         if filters.bead_types:
-            must.append(tantivy.Query.term_set_query(schema, "bead_type", [t.value for t in filters.bead_types]))
+            must.append(_any_of(schema, "bead_type", [t.value for t in filters.bead_types]))
         for name, value in (
             ("session_id", filters.session_id), ("group_id", filters.group_id), ("created_by", filters.created_by),
             ("status", filters.status.value if filters.status else None),
@@ -329,6 +333,33 @@ class KeywordIndex:
 
     def size(self) -> int:
         return int(self._searcher.num_docs)
+
+
+def _any_of(schema: tantivy.Schema, field: str, values: Sequence[str]) -> tantivy.Query:
+    """Documents whose ``field`` is one of ``values``. A disjunction of term queries: tantivy's term-set
+    query walks the field's whole term dictionary, several times slower for a few ids among many."""
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, value)) for value in values]
+    )
+
+
+def _bead_id(searcher: tantivy.Searcher, address: tantivy.DocAddress) -> str:
+    return str(searcher.doc(address)["bead_id"][0])
+
+
+def _screened(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[tuple[str, dict[str, Any]]]:
+    """``(bead id, what screening reads)`` of the documents at ``addresses``, in their order."""
+    columns = {name: searcher.fast_field_values(name, addresses) for name in _COLUMNS}
+    screened = []
+    for i, address in enumerate(addresses):
+        code = {name: values[int(columns[f"{name}_code"][i] or 0)] for name, values in _CODED.items()}
+        screened.append((_bead_id(searcher, address), {
+            "importance": columns["importance"][i], "created_at": columns["created_at"][i],
+            "provenance": code["provenance"], "status": code["status"], "bead_type": code["bead_type"],
+            "trust_verdicts": ["verified"] * int(columns["verified"][i] or 0)
+            + ["rejected"] * int(columns["rejected"][i] or 0),
+        }))
+    return screened
 
 
 def _idf(total: int, df: int) -> float:
