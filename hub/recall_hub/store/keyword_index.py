@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 APPLY_PAGE = 1000
 FOLLOW_DEBOUNCE_S = 0.1
 WRITER_HEAP = 32_000_000
+SCOPE_COUNTS_MAX = 65_536
 _RAW = ("bead_id", "scope", "bead_type", "status", "session_id", "created_by", "group_id", "tags")
 _CODED: dict[str, list[str]] = {
     "bead_type": list(BeadType), "status": list(BeadStatus), "provenance": list(Provenance),
@@ -101,7 +102,7 @@ class KeywordIndex:
         self._index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._searcher = self._index.searcher()
-        self._scope_sizes: dict[tuple[tuple[str, ...], str], int] = {}
+        self._scope_sizes: dict[tuple[tuple[tuple[str, ...], str], str], int] = {}
         self._lock = asyncio.Lock()
         self.applied = ZERO
         """The newest index-log entry this index reflects."""
@@ -241,11 +242,7 @@ class KeywordIndex:
         searcher = self._searcher
         restrict = self._restriction(scopes, filters)
         key = (tuple(scopes), filters.model_dump_json())
-        in_scope = self._scope_sizes.get(key)
-        if in_scope is None:  # counted once per searcher (a commit starts a new cache)
-            in_scope = self._scope_sizes[key] = _count(searcher, restrict)
-            if len(self._scope_sizes) > 4096:
-                self._scope_sizes.clear()
+        in_scope = self._in_scope(key, "", restrict)
         if in_scope == 0:
             return [], {}
         everywhere = max(searcher.num_docs, 1)
@@ -255,7 +252,7 @@ class KeywordIndex:
             if df_all == 0:
                 continue
             word = tantivy.Query.term_query(self.schema, "text", token, index_option="freq")
-            df_scope = df_all if in_scope == everywhere else _count(searcher, _both(word, restrict))
+            df_scope = df_all if in_scope == everywhere else self._in_scope(key, token, _both(word, restrict))
             if df_scope == 0:
                 continue
             # tantivy scores with the whole index's IDF; the boost turns it into the caller's scopes' IDF.
@@ -298,6 +295,17 @@ class KeywordIndex:
             ).hits
         }
         return seen, [bead_id for bead_id in rest if bead_id not in held]
+
+    def _in_scope(self, key: tuple[tuple[str, ...], str], token: str, query: tantivy.Query) -> int:
+        """How many documents match ``query``: the documents of a caller's scopes and filters (``key``) holding
+        ``token`` (all of them for ``""``). Counted once per searcher: a commit starts a new cache."""
+        counts = self._scope_sizes
+        found = counts.get((key, token))
+        if found is None:
+            if len(counts) > SCOPE_COUNTS_MAX:
+                counts.clear()
+            found = counts[(key, token)] = _count(self._searcher, query)
+        return found
 
     def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
         schema = self.schema
@@ -349,17 +357,21 @@ def _bead_id(searcher: tantivy.Searcher, address: tantivy.DocAddress) -> str:
 
 def _screened(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[tuple[str, dict[str, Any]]]:
     """``(bead id, what screening reads)`` of the documents at ``addresses``, in their order."""
-    columns = {name: searcher.fast_field_values(name, addresses) for name in _COLUMNS}
-    screened = []
-    for i, address in enumerate(addresses):
-        code = {name: values[int(columns[f"{name}_code"][i] or 0)] for name, values in _CODED.items()}
-        screened.append((_bead_id(searcher, address), {
-            "importance": columns["importance"][i], "created_at": columns["created_at"][i],
-            "provenance": code["provenance"], "status": code["status"], "bead_type": code["bead_type"],
-            "trust_verdicts": ["verified"] * int(columns["verified"][i] or 0)
-            + ["rejected"] * int(columns["rejected"][i] or 0),
-        }))
-    return screened
+    if not addresses:
+        return []
+    column = {name: searcher.fast_field_values(name, addresses) for name in _COLUMNS}
+    decoded = {name: [values[int(c or 0)] for c in column[f"{name}_code"]] for name, values in _CODED.items()}
+    return [
+        (_bead_id(searcher, address), {
+            "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
+            "bead_type": bead_type,
+            "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
+        })
+        for address, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
+            addresses, column["importance"], column["created_at"], decoded["provenance"], decoded["status"],
+            decoded["bead_type"], column["verified"], column["rejected"], strict=True,
+        )
+    ]
 
 
 def _idf(total: int, df: int) -> float:
