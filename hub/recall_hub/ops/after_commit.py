@@ -104,7 +104,8 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
         chained = [b for b in present if beads[b].get("session_id")]
         for k in range(0, len(chained), BULK_CONCURRENCY):
             await asyncio.gather(*(
-                ctx.beads.system_link_session_predecessor(b, AUTO_LINK_NOTE) for b in chained[k : k + BULK_CONCURRENCY]
+                ctx.beads.system_link_session_predecessor(b, str(beads[b]["session_id"]), AUTO_LINK_NOTE)
+                for b in chained[k : k + BULK_CONCURRENCY]
             ))
     if settings.auto_related and settings.related_max > 0 and present:
         found = []
@@ -161,7 +162,7 @@ async def _auto_link(ctx: HubContext, props: dict[str, Any], vector: np.ndarray 
     settings = ctx.settings
     bead_id = str(props["bead_id"])
     if settings.auto_follows and props.get("session_id"):
-        await ctx.beads.system_link_session_predecessor(bead_id, AUTO_LINK_NOTE)
+        await ctx.beads.system_link_session_predecessor(bead_id, str(props["session_id"]), AUTO_LINK_NOTE)
     if not settings.auto_related or settings.related_max == 0:
         return
     scope = scope_of(props)

@@ -453,18 +453,19 @@ class BeadStore:
         """Mark every bead as not embedded (``recall reindex``)."""
         await self.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
 
-    async def system_link_session_predecessor(self, bead_id: str, note: str) -> None:
-        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent)."""
+    async def system_link_session_predecessor(self, bead_id: str, session_id: str, note: str) -> None:
+        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent). The session
+        is a parameter: matched on ``b.session_id`` FalkorDB scans every bead instead of using the index."""
         await self.graph.query(
-            "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id IS NOT NULL "
-            "MATCH (prev:Bead {session_id: b.session_id}) "
-            "WHERE prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
+            "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id "
+            "MATCH (prev:Bead) WHERE prev.session_id = $session_id "
+            "AND prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
             "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
             "WITH b, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
             "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
             "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
             "r.metadata = $meta",
-            {"bead_id": bead_id, "meta": note},
+            {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
 
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
