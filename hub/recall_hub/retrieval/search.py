@@ -6,9 +6,10 @@ keyword candidates and vector candidates, read concurrently, fused by normalised
 its ``FOLLOWS_FROM`` neighbours among the candidates (:func:`~recall_hub.retrieval.ranking.add_context`); then
 the bounded priors. Keyword-only and vector-only modes are the plain lists, with priors if asked.
 
-Every path starts from beads the caller may see: keyword candidates are filtered by visibility in
-the graph query before their limit, vector candidates come only from the caller's own scopes, and
-every candidate is re-checked against the graph (visibility and filters) before it is returned.
+Every path starts from beads the caller may see: keyword candidates are filtered by the caller's scopes
+inside the keyword index's query before their limit, vector candidates come only from the caller's own
+scopes, every candidate is screened (:func:`screen`) before it ranks, and every bead returned is read
+from the graph with visibility and filters checked in that query.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ in Redis after its graph write; a hub keeps each caller's groups with the counte
 reading them, and reads the graph again when the counter has moved. So a search pays one Redis GET
 instead of one graph query, and sees a change as soon as its writer has replied.
 
-This only chooses which scopes a search reads. Visibility itself is never taken from here: every
-candidate is screened, and every bead read, against the membership graph in the same query.
+This only chooses which scopes a search reads (and screens its candidates in, on the keyword index).
+Visibility itself is never taken from here: every bead a reply holds is read with the membership graph
+checked in the same query.
 """
 
 from __future__ import annotations
