@@ -125,11 +125,13 @@ async def rank(
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
     links: dict[str, list[str]] = {}
     if hybrid and fused:
-        best = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]
-        links, around = await asyncio.gather(
-            ctx.beads.session_links(caller, list(fused)),
-            ctx.beads.session_neighbours(caller, [e.bead_id for e in best]),
-        )
+        best = {e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]}
+        edges = await ctx.beads.session_edges(caller, list(fused), sorted(best))
+        for later, earlier in edges:
+            if later in fused and earlier in fused:
+                links.setdefault(later, []).append(earlier)
+                links.setdefault(earlier, []).append(later)
+        around = [(later, earlier) for later, earlier in edges if later in best or earlier in best]
         await _admit(ctx, caller, scopes, fused, around, filters, seen, links)
     if not fused:
         return []

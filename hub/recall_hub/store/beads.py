@@ -129,28 +129,15 @@ class BeadStore:
             for bead_id, importance, created, provenance, status, bead_type, verdicts in split_joined(rows)
         }
 
-    async def session_links(self, caller: str, ids: Sequence[str]) -> dict[str, list[str]]:
-        """``FOLLOWS_FROM`` edges among the visible beads of ``ids``, both ways."""
-        rows = await self.graph.values(
-            MY_GROUPS + "MATCH (b:Bead)-[:FOLLOWS_FROM]->(n:Bead) WHERE b.bead_id IN $ids AND n.bead_id IN $ids "
-            f"AND {visible('b')} AND {visible('n')} "
-            "WITH collect(b.bead_id + ' ' + n.bead_id) AS rows " + joined("rows"),
-            {"caller": caller, "ids": list(ids)},
-        )
-        links: dict[str, list[str]] = {}
-        for later, earlier in split_joined(rows):
-            links.setdefault(later, []).append(earlier)
-            links.setdefault(earlier, []).append(later)
-        return links
-
-    async def session_neighbours(self, caller: str, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge of the visible beads of ``ids`` to a visible
-        bead, whichever way it points."""
+    async def session_edges(self, caller: str, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
+        """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge between two visible beads that either joins two
+        beads of ``ids`` or touches one of ``around`` (a subset of ``ids``), in one query."""
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (a:Bead) WHERE a.bead_id IN $ids AND {visible('a')} "
-            f"MATCH (a)-[r:FOLLOWS_FROM]-(n:Bead) WHERE {visible('n')} "
-            "WITH collect(startNode(r).bead_id + ' ' + endNode(r).bead_id) AS rows " + joined("rows"),
-            {"caller": caller, "ids": list(ids)},
+            "MATCH (a)-[r:FOLLOWS_FROM]-(n:Bead) WHERE (n.bead_id IN $ids OR a.bead_id IN $around) "
+            f"AND {visible('n')} "
+            "WITH DISTINCT r WITH collect(startNode(r).bead_id + ' ' + endNode(r).bead_id) AS rows " + joined("rows"),
+            {"caller": caller, "ids": list(ids), "around": list(around)},
         )
         return [(later, earlier) for later, earlier in split_joined(rows)]
 
