@@ -16,6 +16,7 @@ from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
 from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode, UpdateBead, Visibility
+from recall_schemas.ids import new_id
 
 from tests.conftest import ClientFactory, World, new_ai
 
@@ -180,3 +181,51 @@ async def test_a_search_while_the_index_lags_the_graph_shows_nothing_the_caller_
                 assert late.bead_id in found, mode
     finally:
         await ctx.aclose()
+
+
+async def test_a_reply_is_found_by_the_words_of_the_turn_it_follows_below_a_bead_that_holds_them(
+    world: World,
+) -> None:
+    """The turn before a bead (``FOLLOWS_FROM``) is indexed with it, weighed down: a question's words find
+    its answer, after the beads holding those words themselves."""
+    word = f"zc{secrets.token_hex(5)}"
+    session = new_id("s")
+    asked = await world.bead(Visibility.GROUP, f"where do you get the {word} ideas", session_id=session)
+    answer = await world.bead(Visibility.GROUP, "mostly from old books", session_id=session)
+    world.member.read_after(world.creator.index_position)
+    hits = (await world.member.search_beads(word, mode="keyword", filters={"group_id": world.group_id})).hits
+    assert [h.bead.bead_id for h in hits] == [asked.bead_id, answer.bead_id]
+    assert hits[0].score > hits[1].score
+
+
+async def test_words_of_a_turn_the_reader_may_not_see_never_find_the_bead_that_follows_it(world: World) -> None:
+    """A private note followed by a group bead of its author: the group bead is not found by the note's words
+    (a member would learn what the note said), while a global turn before a private bead lends its words."""
+    word, other = f"zp{secrets.token_hex(5)}", f"zg{secrets.token_hex(5)}"
+    session = new_id("s")
+    await world.bead(Visibility.PRIVATE, f"private {word} draft", session_id=session)
+    shared = await world.bead(Visibility.GROUP, "the plan as agreed", session_id=session)
+    for reader in (world.member, world.creator):
+        reader.read_after(world.creator.index_position)
+        hits = (await reader.search_beads(word, mode="keyword")).hits
+        assert shared.bead_id not in {h.bead.bead_id for h in hits}, reader.ai_id
+    later = new_id("s")
+    await world.bead(Visibility.GLOBAL, f"public {other} announcement", session_id=later)
+    mine = await world.bead(Visibility.PRIVATE, "noted for myself", session_id=later)
+    found = {h.bead.bead_id for h in (await world.creator.search_beads(other, mode="keyword")).hits}
+    assert mine.bead_id in found
+
+
+async def test_once_the_turn_before_is_deleted_or_forgotten_its_words_find_nothing(world: World) -> None:
+    for remove in ("delete", "forget"):
+        word = f"zd{secrets.token_hex(5)}"
+        session = new_id("s")
+        before = await world.bead(Visibility.GROUP, f"{word} question", session_id=session)
+        after = await world.bead(Visibility.GROUP, "the reply", session_id=session)
+        found = {h.bead.bead_id for h in (await world.creator.search_beads(word, mode="keyword")).hits}
+        assert found == {before.bead_id, after.bead_id}
+        if remove == "delete":
+            await world.creator.delete_bead(before.bead_id)
+        else:
+            await world.creator.forget_bead(before.bead_id, "wrong")
+        assert (await world.creator.search_beads(word, mode="keyword")).hits == [], remove

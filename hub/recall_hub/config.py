@@ -103,6 +103,11 @@ class HubSettings(BaseSettings):
         default=500_000, ge=1000,
         description="Entries the index log keeps; a hub that falls further behind rebuilds its keyword index",
     )
+    keyword_context_weight: float = Field(
+        default=0.3, ge=0, le=1,
+        description="How much a word of the bead a bead follows (FOLLOWS_FROM: the question before an answer) counts "
+        "in keyword search against a word of the bead itself; 0: not at all",
+    )
     index_wait_s: float = Field(
         default=5.0, gt=0, le=60,
         description="How long a search waits for the keyword index to reach its caller's last write",

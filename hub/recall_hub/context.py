@@ -110,7 +110,7 @@ class HubContext:
             handoffs=HandoffStore(graph),
             applied_events=AppliedEvents(redis, keys),
             index_log=index_log,
-            keywords=KeywordIndex(beads, index_log),
+            keywords=KeywordIndex(beads, index_log, settings.keyword_context_weight),
             query_vectors=QueryVectors(embedder),
             background=BackgroundWork(),
             accessed=AccessLog(graph),

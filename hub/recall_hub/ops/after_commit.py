@@ -87,9 +87,17 @@ async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
 async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
     """What :func:`_work` does for a ``created`` entry, for many beads at once."""
     ids = [e.bead_id for e in entries]
-    await ctx.index_log.append_many(ids)
     beads = {str(p["bead_id"]): p for p in await ctx.beads.system_many(ids)}
     present = [b for b in ids if b in beads]
+    if ctx.settings.auto_follows:
+        # One query per bead, a few at once (each holds a connection of a bounded pool).
+        chained = [b for b in present if beads[b].get("session_id")]
+        for k in range(0, len(chained), BULK_CONCURRENCY):
+            await asyncio.gather(*(
+                ctx.beads.system_link_session_predecessor(b, str(beads[b]["session_id"]), AUTO_LINK_NOTE)
+                for b in chained[k : k + BULK_CONCURRENCY]
+            ))
+    await ctx.index_log.append_many(ids)  # after the links: a keyword document holds the words a bead follows
     vectors = await embed_texts(ctx, [bead_text(beads[b]) for b in present]) if present else np.zeros((0, 1))
     await ctx.vectors.add_many(
         [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, vectors, strict=True)]
@@ -98,15 +106,6 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
         [{"id": b, "scope": scope_of(beads[b])} for b in present], ctx.vectors.model_id
     )
     settings = ctx.settings
-    if settings.auto_follows:
-        # One indexed query per bead, concurrently: a single query for all of them (a subquery per row)
-        # is not planned with the indexes by FalkorDB and took seconds at 100k beads.
-        chained = [b for b in present if beads[b].get("session_id")]
-        for k in range(0, len(chained), BULK_CONCURRENCY):
-            await asyncio.gather(*(
-                ctx.beads.system_link_session_predecessor(b, str(beads[b]["session_id"]), AUTO_LINK_NOTE)
-                for b in chained[k : k + BULK_CONCURRENCY]
-            ))
     if settings.auto_related and settings.related_max > 0 and present:
         found = []
         pairs = list(zip(present, vectors, strict=True))
@@ -129,14 +128,18 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
-    await ctx.index_log.append(entry.bead_id)  # every hub's keyword index re-reads the bead
     props = await ctx.beads.system_get(entry.bead_id)
+    if entry.kind == "created" and props is not None and ctx.settings.auto_follows and props.get("session_id"):
+        await ctx.beads.system_link_session_predecessor(entry.bead_id, str(props["session_id"]), AUTO_LINK_NOTE)
+    # Every hub's keyword index re-reads the bead — after its session link, whose words it holds too, and
+    # before its vector, so a failing embedder delays nothing but the vector.
+    await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     vector = None
     if entry.kind != "attributes" or props is not None:
         vector = await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "created" and props is not None:
-        await _auto_link(ctx, props, vector)
+        await _link_related(ctx, props, vector)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
     await _log_changes(ctx, entry, props)
@@ -156,13 +159,11 @@ async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any
             await ctx.feed.fan_out(change)
 
 
-async def _auto_link(ctx: HubContext, props: dict[str, Any], vector: np.ndarray | None) -> None:
-    """FOLLOWS_FROM the session's previous bead; RELATED_TO the nearest beads of the same scope (a
-    link never reveals a bead to someone who could not see it)."""
+async def _link_related(ctx: HubContext, props: dict[str, Any], vector: np.ndarray | None) -> None:
+    """RELATED_TO the nearest beads of the same scope (a link never reveals a bead to someone who could not
+    see it); the FOLLOWS_FROM link to the session's previous bead is made first, in :func:`_work`."""
     settings = ctx.settings
     bead_id = str(props["bead_id"])
-    if settings.auto_follows and props.get("session_id"):
-        await ctx.beads.system_link_session_predecessor(bead_id, str(props["session_id"]), AUTO_LINK_NOTE)
     if not settings.auto_related or settings.related_max == 0:
         return
     scope = scope_of(props)

@@ -30,6 +30,8 @@ async def add_relationship(ctx: HubContext, caller: str, req: AddRelationship) -
     )
     if edge is None:
         raise NotFound(f"bead {req.from_id} or {req.to_id} not found")
+    if req.rel_type is RelType.FOLLOWS_FROM:
+        await ctx.index_log.append(req.from_id)  # its keyword document holds the words of the beads it follows
     return edge
 
 

@@ -22,6 +22,8 @@ from recall_hub.store.vectors import scope_of
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
 
 Props = dict[str, Any]
+PRECEDING_MAX = 3
+"""Beads a bead follows whose words its keyword document holds as context."""
 
 
 def joined(rows: str) -> str:
@@ -388,6 +390,24 @@ class BeadStore:
             "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN properties(b)", {"ids": list(bead_ids)}
         )
         return [row[0] for row in rows]
+
+    async def system_preceding(self, bead_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """For each of ``bead_ids``, the beads it ``FOLLOWS_FROM`` (the turn before it: the question an answer
+        replies to), by id, each with its title and content — only those that everyone who sees the bead may
+        see (the same scope, or global), since the keyword index finds the bead by these words too."""
+        rows = await self.graph.values(
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id})-[:FOLLOWS_FROM]->(p:Bead) "
+            "WHERE p.visibility = 'global' OR (p.visibility = b.visibility AND CASE b.visibility "
+            "WHEN 'group' THEN p.group_id = b.group_id WHEN 'private' THEN p.created_by = b.created_by "
+            "ELSE false END) "
+            "WITH id, p ORDER BY p.created_at DESC, p.bead_id WITH id, collect(p)[0..$most] AS before "
+            "UNWIND before AS p RETURN id, p.bead_id, p.title, p.content",
+            {"ids": list(bead_ids), "most": PRECEDING_MAX},
+        )
+        found: dict[str, dict[str, str]] = {}
+        for bead_id, before_id, title, content in rows:
+            found.setdefault(bead_id, {})[before_id] = "\n".join(t for t in (title, content) if t)
+        return found
 
     async def system_count(self) -> int:
         rows = await self.graph.ro_query("MATCH (b:Bead) RETURN count(b)")

@@ -1,10 +1,15 @@
 """Keyword retrieval on tantivy: one in-memory index per hub process, derived from the graph.
 
 The index holds each bead's words (title, content, tags; English stemming) with the fields that
-decide visibility and the search filters. A query is the caller's words *and* the caller's scopes
-(``global``, ``group:<id>`` of its groups, ``private:<its id>``) *and* the filters, all inside one
-tantivy query, so top-k is taken among beads the caller may see. Every candidate is still re-checked
-against the graph before it is returned (:mod:`recall_hub.retrieval.search`).
+decide visibility and the search filters, and, in a field of its own weighed down by ``context_weight``
+(``RECALL_KEYWORD_CONTEXT_WEIGHT``), the words of the beads it ``FOLLOWS_FROM`` that everyone who sees
+it may see: an answer is found by the words of the question it follows ("Where do you get your
+ideas?" / "From books"). When a bead changes, the beads that follow it are indexed again too.
+
+A query is the caller's words *and* the caller's scopes (``global``, ``group:<id>`` of its groups,
+``private:<its id>``) *and* the filters, all inside one tantivy query, so top-k is taken among beads
+the caller may see. Every bead returned is still read from the graph, visibility checked in that
+query (:mod:`recall_hub.retrieval.search`).
 
 Scores are Okapi BM25 with the term statistics *of the caller's scopes*: each word is counted on its
 own inside the scopes, which gives its document frequency there, and the query weighs each word by
@@ -23,6 +28,8 @@ carries the sequence of its caller's last write first catches up to it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -74,6 +81,9 @@ def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("bead_id", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
+    builder.add_text_field("context", tokenizer_name=ANALYZER, index_option="freq")
+    builder.add_text_field("follows", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("context_key", stored=True, tokenizer_name="raw", index_option="basic")
     for name in _RAW[1:]:
         builder.add_text_field(name, tokenizer_name="raw", index_option="basic")
     builder.add_integer_field("importance", indexed=True, fast=True)
@@ -93,8 +103,9 @@ def document_text(props: Mapping[str, Any]) -> str:
 
 
 class KeywordIndex:
-    def __init__(self, beads: BeadStore, index_log: IndexLog) -> None:
+    def __init__(self, beads: BeadStore, index_log: IndexLog, context_weight: float = 0.0) -> None:
         self.beads = beads
+        self.context_weight = context_weight
         self.log = index_log
         self.schema = _schema()
         self._index = tantivy.Index(self.schema)
@@ -103,6 +114,10 @@ class KeywordIndex:
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._searcher = self._index.searcher()
         self._scope_sizes: dict[tuple[tuple[tuple[str, ...], str], str], int] = {}
+        self._uncommitted_followers: dict[str, set[str]] = {}
+        """Beads the documents added since the last commit follow -> those documents' beads."""
+        self._uncommitted: set[str] = set()
+        """Beads whose documents were replaced since the last commit."""
         self._lock = asyncio.Lock()
         self.applied = ZERO
         """The newest index-log entry this index reflects."""
@@ -119,8 +134,9 @@ class KeywordIndex:
             done, after = 0, ""
             total = await self.beads.system_count()
             while page := await self.beads.system_page(after, APPLY_PAGE):
+                before = await self.beads.system_preceding([str(p["bead_id"]) for p in page])
                 for props in page:
-                    self._writer.add_document(self._document(props))
+                    self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {})))
                 done += len(page)
                 after = str(page[-1]["bead_id"])
                 if progress is not None:
@@ -188,23 +204,59 @@ class KeywordIndex:
             self.ready = True
 
     async def _apply(self, bead_ids: set[str]) -> None:
-        current = {str(p["bead_id"]): p for p in await self.beads.system_many(sorted(bead_ids))}
-        for bead_id in bead_ids:
+        # A bead that follows a changed one holds its words: read again too (the change may be a deletion,
+        # a forget or a move out of its scope, after which those words must no longer find it), and indexed
+        # again only if they changed: a replaced document still counts in tantivy's statistics until its
+        # segment is merged, so needless replacements make scores drift from a freshly built index's.
+        followers = self._followers_of(bead_ids) - bead_ids
+        ids = sorted(bead_ids | followers)
+        current = {str(p["bead_id"]): p for p in await self.beads.system_many(ids)}
+        before = await self.beads.system_preceding(ids)
+        for bead_id in ids:
+            if bead_id in followers and bead_id in current and bead_id not in self._uncommitted and (
+                self._context_key_of(bead_id) == _context_key(before.get(bead_id, {}))
+            ):
+                continue
             self._writer.delete_documents_by_term("bead_id", bead_id)
             props = current.get(bead_id)
+            self._uncommitted.add(bead_id)
             if props is not None:
-                self._writer.add_document(self._document(props))
+                self._writer.add_document(self._document(props, before.get(bead_id, {})))
+                for before_id in before.get(bead_id, {}):
+                    self._uncommitted_followers.setdefault(before_id, set()).add(bead_id)
+
+    def _context_key_of(self, bead_id: str) -> str | None:
+        """The key of the words a committed document holds from the beads it follows (None: not committed)."""
+        searcher = self._searcher
+        hits = searcher.search(tantivy.Query.term_query(self.schema, "bead_id", bead_id), limit=1).hits
+        return str(searcher.doc(hits[0][1]).get_first("context_key") or "") if hits else None
+
+    def _followers_of(self, bead_ids: set[str]) -> set[str]:
+        """The beads whose documents hold words of ``bead_ids``: committed, or added since the last commit."""
+        searcher = self._searcher
+        query = _any_of(self.schema, "follows", sorted(bead_ids))
+        found = {b for before_id in bead_ids for b in self._uncommitted_followers.get(before_id, ())}
+        if count := _count(searcher, query):
+            found.update(_bead_id(searcher, address) for _, address in searcher.search(query, limit=count).hits)
+        return found
 
     async def _commit(self) -> None:
         await asyncio.to_thread(self._writer.commit)
         await asyncio.to_thread(self._index.reload)
         self._searcher = self._index.searcher()
         self._scope_sizes = {}
+        self._uncommitted_followers = {}
+        self._uncommitted = set()
 
-    def _document(self, props: Mapping[str, Any]) -> tantivy.Document:
+    def _document(self, props: Mapping[str, Any], before: Mapping[str, str] | None = None) -> tantivy.Document:
+        """``before``: the beads it follows whose words it is also found by (id -> text)."""
         doc = tantivy.Document()
         doc.add_text("bead_id", str(props["bead_id"]))
         doc.add_text("text", document_text(props))
+        for before_id, text in (before or {}).items():
+            doc.add_text("follows", before_id)
+            doc.add_text("context", text)
+        doc.add_text("context_key", _context_key(before or {}))
         doc.add_text("scope", scope_of(props))
         for name in ("bead_type", "status", "session_id", "created_by", "group_id"):
             if props.get(name) is not None:
@@ -256,8 +308,13 @@ class KeywordIndex:
             if df_scope == 0:
                 continue
             # tantivy scores with the whole index's IDF; the boost turns it into the caller's scopes' IDF.
-            boost = _idf(in_scope, df_scope) / _idf(everywhere, df_all)
-            weighted.append((tantivy.Occur.Should, tantivy.Query.boost_query(word, boost)))
+            idf = _idf(in_scope, df_scope)
+            weighted.append((tantivy.Occur.Should, tantivy.Query.boost_query(word, idf / _idf(everywhere, df_all))))
+            df_context = searcher.doc_freq("context", token)
+            if df_context and self.context_weight > 0:  # the same in-scope IDF, weighed down
+                before = tantivy.Query.term_query(self.schema, "context", token, index_option="freq")
+                boost = self.context_weight * idf / _idf(everywhere, df_context)
+                weighted.append((tantivy.Occur.Should, tantivy.Query.boost_query(before, boost)))
         if not weighted:
             return [], {}
         query = tantivy.Query.boolean_query([
@@ -341,6 +398,10 @@ class KeywordIndex:
 
     def size(self) -> int:
         return int(self._searcher.num_docs)
+
+
+def _context_key(before: Mapping[str, str]) -> str:
+    return hashlib.blake2b(json.dumps(sorted(before.items())).encode(), digest_size=12).hexdigest() if before else ""
 
 
 def _any_of(schema: tantivy.Schema, field: str, values: Sequence[str]) -> tantivy.Query:
