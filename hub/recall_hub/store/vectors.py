@@ -11,6 +11,7 @@ recall@10 ≈ 0.98 against exact search on real MiniLM vectors (docs/benchmarks.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -184,16 +185,19 @@ class VectorStore:
         return [VectorHit(bead_id=b, similarity=s) for b, s in ranked]
 
     async def _vsim(self, client: Redis, keys: list[str], blob: bytes, k: int, filter_expr: str | None) -> list[Any]:
-        pipe = client.pipeline(transaction=False)
-        for key in keys:
-            args: list[Any] = ["VSIM", key, "FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(self.ef, k)]
-            if filter_expr:
-                args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
-            pipe.execute_command(*args)
-        try:
-            return list(await pipe.execute(raise_on_error=False))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"vector store unreachable: {exc}") from exc
+        """One VSIM per set, each on a connection of its own: Redis runs VSIM on its worker threads, so the
+        sets are searched in parallel (a pipeline on one connection would search them one after another)."""
+        args: list[Any] = ["FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(self.ef, k)]
+        if filter_expr:
+            args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
+        searches = [client.execute_command("VSIM", key, *args) for key in keys]  # type: ignore[no-untyped-call]
+        replies = await asyncio.gather(*searches, return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+                raise Unavailable(f"vector store unreachable: {reply}") from reply
+            if isinstance(reply, BaseException) and not isinstance(reply, redis.exceptions.ResponseError):
+                raise reply
+        return list(replies)
 
     @staticmethod
     async def _vemb(client: Redis, key: str, bead_id: str) -> Any:
