@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 from recall_client import RecallClient
-from recall_hub.tooling.stack import STATE_FILE, EmbeddedStack, StackError, free_port, running_state
+from recall_hub.tooling.stack import STATE_FILE, EmbeddedStack, StackError, free_port, port_in_use, running_state
 from recall_hub.tooling.supervisor import Supervisor
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,8 +44,20 @@ def test_a_port_held_by_another_program_is_refused_before_anything_starts(tmp_pa
     assert not (tmp_path / "logs").exists()  # no server was started, so none wrote a log
 
 
+@contextlib.contextmanager
+def _listening_after_a_free_port() -> Iterator[int]:
+    """Another program listening on a port whose predecessor is free (any port may be some other
+    connection's local port, so the pair is looked for rather than assumed)."""
+    for _ in range(100):
+        with _listening() as taken:
+            if not port_in_use("127.0.0.1", taken - 1):
+                yield taken
+                return
+    raise AssertionError("no listening port with a free predecessor found")
+
+
 def test_a_cluster_needs_every_node_port_free(tmp_path: Path) -> None:
-    with _listening() as taken, pytest.raises(StackError, match=f"port {taken} .* --nats-port"):
+    with _listening_after_a_free_port() as taken, pytest.raises(StackError, match=f"port {taken} .* --nats-port"):
         EmbeddedStack(tmp_path, nats_port=taken - 1, nats_nodes=2).start()  # the second node's port is taken
 
 
