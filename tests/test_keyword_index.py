@@ -7,6 +7,8 @@ import asyncio
 import random
 import secrets
 
+import pytest
+
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.beads import create_bead, update_bead
@@ -83,6 +85,43 @@ async def test_a_rebuild_request_makes_every_hub_reindex_from_the_graph(
     await ctx.keywords.catch_up()
     assert [b for b, _ in ctx.keywords.search(scopes, [hidden], BeadFilters(), 5)] == [bead.bead_id]
     assert ctx.keywords.applied >= marker
+
+
+async def test_a_rebuild_that_fails_half_way_leaves_the_index_as_it_was(
+    connect: ClientFactory, hub_service: HubService
+) -> None:
+    """A rebuild adds every bead again before one commit publishes them; if the graph fails in the middle,
+    none of that half-build may reach a later commit (it would drop the beads not re-added yet, and hold
+    documents numbered for an index view that never came)."""
+    ctx = hub_service.ctx
+    writer = await connect()
+    word = f"zf{secrets.token_hex(5)}"
+    beads = [(await writer.create_bead(f"{word} {i}", f"kept {i}")).bead_id for i in range(3)]
+    await ctx.keywords.catch_up()
+    scopes = [f"private:{writer.ai_id}"]
+    before = ctx.keywords.search(scopes, [word], BeadFilters(), 10)
+    assert sorted(b for b, _ in before) == sorted(beads)
+
+    class GraphFailed(Exception):
+        pass
+
+    async def failing(ids: object) -> dict[str, dict[str, str]]:
+        raise GraphFailed
+
+    ctx.keywords.beads.system_preceding = failing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(GraphFailed):
+            await ctx.keywords.rebuild()
+    finally:
+        del ctx.keywords.beads.system_preceding
+    assert ctx.keywords.search(scopes, [word], BeadFilters(), 10) == before
+    later = await writer.create_bead(f"{word} later", "after the failed rebuild")
+    await ctx.keywords.catch_up()  # commits what the log names, and nothing of the failed rebuild
+    found = ctx.keywords.search(scopes, [word], BeadFilters(), 10)
+    assert sorted(b for b, _ in found) == sorted([*beads, later.bead_id])
+    hits = (await writer.search_beads(word, mode="keyword", limit=10)).hits
+    assert {h.bead.bead_id for h in hits} == {*beads, later.bead_id}
+    assert all(word in h.bead.title for h in hits)
 
 
 async def test_a_search_during_a_full_reindex_never_shows_a_bead_the_caller_may_not_see(

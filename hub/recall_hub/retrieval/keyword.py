@@ -8,6 +8,7 @@ takes top-k among those beads only.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -44,15 +45,20 @@ def query_terms(text: str) -> list[str]:
 
 
 async def keyword_candidates(
-    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int
+    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int, in_thread: bool = False
 ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Beads of ``scopes`` (the caller's, see :func:`~recall_hub.retrieval.scopes.searchable_scopes`)
     holding words of ``text``, best BM25 first; scopes and filters apply inside the index query,
     before its limit, and to the statistics too. With them, what screening reads of each
-    (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`)."""
+    (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`).
+
+    ``in_thread``: query the index in a worker thread (tantivy searches without holding the GIL), so the
+    event loop can wait on other reads meanwhile; it costs a thread hand-off, so only worth it then."""
     terms = query_terms(text)
     if not terms:
         return [], {}
     if not ctx.keywords.ready:
         await ctx.keywords.catch_up()
+    if in_thread:
+        return await asyncio.to_thread(ctx.keywords.search_screened, scopes, terms, filters, limit)
     return ctx.keywords.search_screened(scopes, terms, filters, limit)

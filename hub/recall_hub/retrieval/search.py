@@ -76,15 +76,17 @@ async def _nearest(
     return [(h.bead_id, h.similarity) for h in hits]
 
 
+async def _nearest_to(
+    ctx: HubContext, scopes: list[str], embedding: asyncio.Future[Any], filters: BeadFilters, k: int
+) -> list[tuple[str, float]]:
+    return await _nearest(ctx, scopes, await embedding, filters, k)
+
+
 async def _query_vector(ctx: HubContext, query: str) -> Any:
     try:
         return await ctx.query_vectors.vector(query)
     except EmbedderError as exc:
         raise Unavailable(f"embedder failed: {exc}") from exc
-
-
-async def _nothing() -> None:
-    return None
 
 
 async def rank(
@@ -105,16 +107,26 @@ async def rank(
     depth = max(CANDIDATES, limit)
     hybrid = mode is SearchMode.HYBRID
     wants_vector = mode in (SearchMode.VECTOR, SearchMode.HYBRID)
-    # The caller's scopes (one membership read) while the query is embedded; then both lists read them.
-    scopes, vector = await asyncio.gather(
-        searchable_scopes(ctx, caller, filters), _query_vector(ctx, query) if wants_vector else _nothing()
-    )
     lists: dict[str, list[tuple[str, float]]] = {}
     seen: dict[str, dict[str, Any]] = {}  # the keyword list comes screened
-    if mode in (SearchMode.KEYWORD, SearchMode.HYBRID):
-        lists["keyword"], seen = await keyword_candidates(ctx, scopes, query, filters, depth)
     if wants_vector:
-        lists["vector"] = await _nearest(ctx, scopes, vector, filters, depth)
+        # The query is embedded while the caller's scopes are read (one membership read); in hybrid search the
+        # keyword index is queried in a worker thread while the vector sets are searched.
+        embedding = asyncio.ensure_future(_query_vector(ctx, query))
+        try:
+            scopes = await searchable_scopes(ctx, caller, filters)
+        except BaseException:
+            embedding.cancel()
+            raise
+        vector_list = _nearest_to(ctx, scopes, embedding, filters, depth)
+        if hybrid:
+            keyword_list = keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True)
+            (lists["keyword"], seen), lists["vector"] = await asyncio.gather(keyword_list, vector_list)
+        else:
+            lists["vector"] = await vector_list
+    else:
+        scopes = await searchable_scopes(ctx, caller, filters)
+        lists["keyword"], seen = await keyword_candidates(ctx, scopes, query, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []

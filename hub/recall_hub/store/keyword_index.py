@@ -33,7 +33,7 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import tantivy
 from recall_schemas import BeadFilters, BeadStatus, BeadType, Provenance
@@ -92,7 +92,68 @@ def _schema() -> tantivy.Schema:
         builder.add_integer_field(name, fast=True)
     builder.add_integer_field("valid_from", indexed=True)
     builder.add_integer_field("valid_to", indexed=True)
+    builder.add_unsigned_field("row", fast=True)
     return builder.build()
+
+
+class _Rows:
+    """Each bead id's number in this process, held by its document in a column: the ids of a hundred hits
+    come out of one column read instead of a hundred stored-document reads."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self._of: dict[str, int] = {}
+
+    def row(self, bead_id: str) -> int:
+        found = self._of.get(bead_id)
+        if found is None:
+            found = self._of[bead_id] = len(self.ids)
+            self.ids.append(bead_id)
+        return found
+
+
+class _View:
+    """What one search reads, taken together: a commit replaces the whole view at once, so a search running
+    in a worker thread (hybrid search overlaps it with the vector search) never mixes two commits."""
+
+    def __init__(self, searcher: tantivy.Searcher, rows: _Rows) -> None:
+        self.searcher = searcher
+        self.rows = rows
+        self.counts: dict[tuple[tuple[tuple[str, ...], str], str], int] = {}
+        """Documents of a caller's scopes and filters holding a word, counted once per view."""
+
+    def bead_ids(self, addresses: list[tantivy.DocAddress]) -> list[str]:
+        ids = self.rows.ids  # every document of this in-memory index has its row: no None
+        return [ids[row] for row in cast(list[int], self.searcher.fast_field_values("row", addresses))]
+
+    def count(self, key: tuple[tuple[str, ...], str], token: str, query: tantivy.Query) -> int:
+        """How many documents match ``query``: the documents of a caller's scopes and filters (``key``) holding
+        ``token`` (all of them for ``""``)."""
+        counts = self.counts
+        found = counts.get((key, token))
+        if found is None:
+            if len(counts) > SCOPE_COUNTS_MAX:
+                counts.clear()
+            found = counts[(key, token)] = _count(self.searcher, query)
+        return found
+
+    def screened(self, addresses: list[tantivy.DocAddress]) -> list[tuple[str, dict[str, Any]]]:
+        """``(bead id, what screening reads)`` of the documents at ``addresses``, in their order."""
+        if not addresses:
+            return []
+        column = {name: self.searcher.fast_field_values(name, addresses) for name in _COLUMNS}
+        decoded = {name: [values[int(c or 0)] for c in column[f"{name}_code"]] for name, values in _CODED.items()}
+        return [
+            (bead_id, {
+                "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
+                "bead_type": bead_type,
+                "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
+            })
+            for bead_id, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
+                self.bead_ids(addresses), column["importance"], column["created_at"], decoded["provenance"],
+                decoded["status"], decoded["bead_type"], column["verified"], column["rejected"], strict=True,
+            )
+        ]
 
 
 def document_text(props: Mapping[str, Any]) -> str:
@@ -112,8 +173,7 @@ class KeywordIndex:
         self._analyzer = _analyzer()
         self._index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
-        self._searcher = self._index.searcher()
-        self._scope_sizes: dict[tuple[tuple[tuple[str, ...], str], str], int] = {}
+        self._view = _View(self._index.searcher(), _Rows())
         self._uncommitted_followers: dict[str, set[str]] = {}
         """Beads the documents added since the last commit follow -> those documents' beads."""
         self._uncommitted: set[str] = set()
@@ -131,17 +191,23 @@ class KeywordIndex:
         async with self._lock:
             start = (await self.log.state()).last
             self._writer.delete_all_documents()
-            done, after = 0, ""
-            total = await self.beads.system_count()
-            while page := await self.beads.system_page(after, APPLY_PAGE):
-                before = await self.beads.system_preceding([str(p["bead_id"]) for p in page])
-                for props in page:
-                    self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {})))
-                done += len(page)
-                after = str(page[-1]["bead_id"])
-                if progress is not None:
-                    progress(done, total)
-            await self._commit()
+            done, after, rows = 0, "", _Rows()
+            try:
+                total = await self.beads.system_count()
+                while page := await self.beads.system_page(after, APPLY_PAGE):
+                    before = await self.beads.system_preceding([str(p["bead_id"]) for p in page])
+                    for props in page:
+                        self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {}), rows))
+                    done += len(page)
+                    after = str(page[-1]["bead_id"])
+                    if progress is not None:
+                        progress(done, total)
+            except BaseException:
+                # Not half a build left for the next commit to publish (numbered for a view never used).
+                await asyncio.to_thread(self._writer.rollback)
+                self._uncommitted_followers, self._uncommitted = {}, set()
+                raise
+            await self._commit(rows)
             self.applied = start
             self.ready = True
         await self.catch_up()
@@ -227,31 +293,35 @@ class KeywordIndex:
 
     def _context_key_of(self, bead_id: str) -> str | None:
         """The key of the words a committed document holds from the beads it follows (None: not committed)."""
-        searcher = self._searcher
+        searcher = self._view.searcher
         hits = searcher.search(tantivy.Query.term_query(self.schema, "bead_id", bead_id), limit=1).hits
         return str(searcher.doc(hits[0][1]).get_first("context_key") or "") if hits else None
 
     def _followers_of(self, bead_ids: set[str]) -> set[str]:
         """The beads whose documents hold words of ``bead_ids``: committed, or added since the last commit."""
-        searcher = self._searcher
+        view = self._view
         query = _any_of(self.schema, "follows", sorted(bead_ids))
         found = {b for before_id in bead_ids for b in self._uncommitted_followers.get(before_id, ())}
-        if count := _count(searcher, query):
-            found.update(_bead_id(searcher, address) for _, address in searcher.search(query, limit=count).hits)
+        if count := _count(view.searcher, query):
+            found.update(view.bead_ids([address for _, address in view.searcher.search(query, limit=count).hits]))
         return found
 
-    async def _commit(self) -> None:
+    async def _commit(self, rows: _Rows | None = None) -> None:
+        """Commit and search the result; ``rows``: the numbering of a rebuild's documents, from now on."""
         await asyncio.to_thread(self._writer.commit)
         await asyncio.to_thread(self._index.reload)
-        self._searcher = self._index.searcher()
-        self._scope_sizes = {}
+        self._view = _View(self._index.searcher(), rows or self._view.rows)
         self._uncommitted_followers = {}
         self._uncommitted = set()
 
-    def _document(self, props: Mapping[str, Any], before: Mapping[str, str] | None = None) -> tantivy.Document:
-        """``before``: the beads it follows whose words it is also found by (id -> text)."""
+    def _document(
+        self, props: Mapping[str, Any], before: Mapping[str, str] | None = None, rows: _Rows | None = None
+    ) -> tantivy.Document:
+        """``before``: the beads it follows whose words it is also found by (id -> text); ``rows``: the
+        numbering it joins (a rebuild's), else the current one."""
         doc = tantivy.Document()
         doc.add_text("bead_id", str(props["bead_id"]))
+        doc.add_unsigned("row", (rows or self._view.rows).row(str(props["bead_id"])))
         doc.add_text("text", document_text(props))
         for before_id, text in (before or {}).items():
             doc.add_text("follows", before_id)
@@ -291,10 +361,11 @@ class KeywordIndex:
         """:meth:`search`, and what :meth:`screen` would say of the beads found (they passed its test)."""
         if not scopes or not terms:
             return [], {}
-        searcher = self._searcher
+        view = self._view
+        searcher = view.searcher
         restrict = self._restriction(scopes, filters)
         key = (tuple(scopes), filters.model_dump_json())
-        in_scope = self._in_scope(key, "", restrict)
+        in_scope = view.count(key, "", restrict)
         if in_scope == 0:
             return [], {}
         everywhere = max(searcher.num_docs, 1)
@@ -304,7 +375,7 @@ class KeywordIndex:
             if df_all == 0:
                 continue
             word = tantivy.Query.term_query(self.schema, "text", token, index_option="freq")
-            df_scope = df_all if in_scope == everywhere else self._in_scope(key, token, _both(word, restrict))
+            df_scope = df_all if in_scope == everywhere else view.count(key, token, _both(word, restrict))
             if df_scope == 0:
                 continue
             # tantivy scores with the whole index's IDF; the boost turns it into the caller's scopes' IDF.
@@ -322,7 +393,7 @@ class KeywordIndex:
             (tantivy.Occur.Must, tantivy.Query.const_score_query(restrict, 0.0)),
         ])
         hits = searcher.search(query, limit=limit, count=False).hits
-        screened = _screened(searcher, [address for _, address in hits])
+        screened = view.screened([address for _, address in hits])
         ranked = [(bead_id, float(score)) for (bead_id, _), (score, _) in zip(screened, hits, strict=True)]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
         return ranked, dict(screened)
@@ -336,33 +407,22 @@ class KeywordIndex:
         all (written a moment ago, not applied yet), which only the graph can screen."""
         if not ids:
             return {}, []
-        searcher = self._searcher
+        view = self._view
+        searcher = view.searcher
         wanted = _any_of(self.schema, "bead_id", ids)
         seen: dict[str, dict[str, Any]] = {}
         if scopes:
             hits = searcher.search(_both(wanted, self._restriction(scopes, filters)), limit=len(ids), count=False).hits
-            seen = dict(_screened(searcher, [address for _, address in hits]))
+            seen = dict(view.screened([address for _, address in hits]))
         rest = [bead_id for bead_id in ids if bead_id not in seen]
         if not rest:
             return seen, []
-        held = {
-            _bead_id(searcher, address)
-            for _, address in searcher.search(
+        held = set(view.bead_ids([
+            address for _, address in searcher.search(
                 _any_of(self.schema, "bead_id", rest), limit=len(rest), count=False
             ).hits
-        }
+        ]))
         return seen, [bead_id for bead_id in rest if bead_id not in held]
-
-    def _in_scope(self, key: tuple[tuple[str, ...], str], token: str, query: tantivy.Query) -> int:
-        """How many documents match ``query``: the documents of a caller's scopes and filters (``key``) holding
-        ``token`` (all of them for ``""``). Counted once per searcher: a commit starts a new cache."""
-        counts = self._scope_sizes
-        found = counts.get((key, token))
-        if found is None:
-            if len(counts) > SCOPE_COUNTS_MAX:
-                counts.clear()
-            found = counts[(key, token)] = _count(self._searcher, query)
-        return found
 
     def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
         schema = self.schema
@@ -397,7 +457,7 @@ class KeywordIndex:
         return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in must])
 
     def size(self) -> int:
-        return int(self._searcher.num_docs)
+        return int(self._view.searcher.num_docs)
 
 
 def _context_key(before: Mapping[str, str]) -> str:
@@ -410,29 +470,6 @@ def _any_of(schema: tantivy.Schema, field: str, values: Sequence[str]) -> tantiv
     return tantivy.Query.boolean_query(
         [(tantivy.Occur.Should, tantivy.Query.term_query(schema, field, value)) for value in values]
     )
-
-
-def _bead_id(searcher: tantivy.Searcher, address: tantivy.DocAddress) -> str:
-    return str(searcher.doc(address)["bead_id"][0])
-
-
-def _screened(searcher: tantivy.Searcher, addresses: list[tantivy.DocAddress]) -> list[tuple[str, dict[str, Any]]]:
-    """``(bead id, what screening reads)`` of the documents at ``addresses``, in their order."""
-    if not addresses:
-        return []
-    column = {name: searcher.fast_field_values(name, addresses) for name in _COLUMNS}
-    decoded = {name: [values[int(c or 0)] for c in column[f"{name}_code"]] for name, values in _CODED.items()}
-    return [
-        (_bead_id(searcher, address), {
-            "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
-            "bead_type": bead_type,
-            "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
-        })
-        for address, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
-            addresses, column["importance"], column["created_at"], decoded["provenance"], decoded["status"],
-            decoded["bead_type"], column["verified"], column["rejected"], strict=True,
-        )
-    ]
 
 
 def _idf(total: int, df: int) -> float:
