@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import ClientFactory, new_ai
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.store.audit import AuditLog
 from recall_schemas import Forbidden, InvalidRequest, NotFound
+from redis.asyncio import Redis
 
 
 async def test_the_ops_reads_the_groups_beads_trail_and_nothing_beyond_it(connect: ClientFactory) -> None:
@@ -61,3 +65,25 @@ async def test_members_are_forbidden_outsiders_see_no_group_and_bad_filters_are_
     with pytest.raises(InvalidRequest):
         await ops.audit_log(group, limit=0)
     assert await ops.audit_log(group, bead_id=bead.bead_id)
+
+
+async def test_an_entry_is_in_redis_before_its_reply_reaches_the_caller(
+    connect: ClientFactory, hub: HubContext, settings: HubSettings
+) -> None:
+    """The hub does not wait for Redis to answer the audit write before it replies, but it has written the
+    entry to its Redis connection by then: a reader on a connection of its own, asking as soon as each reply
+    is in, finds the entry every time (without the hub's help: a fresh AuditLog has nothing to wait for)."""
+    agent = await connect()
+    bead = await agent.create_bead("Audited at once", "read many times")
+    reader_redis = Redis.from_url(settings.redis_url)
+    reader = AuditLog(reader_redis, hub.keys)
+    try:
+        for n in range(1, 41):
+            await agent.get_bead(bead.bead_id)
+            entries = await reader.entries(ai_id=agent.ai_id, limit=1000)
+            assert [e.op for e in entries].count("get_bead") == n
+            assert entries[-1].bead_ids == [bead.bead_id]
+        on_bead = await reader.entries(bead_id=bead.bead_id, limit=1000)
+        assert [e.op for e in on_bead] == ["create_bead"] + ["get_bead"] * 40
+    finally:
+        await reader_redis.aclose()

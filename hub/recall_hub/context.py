@@ -123,6 +123,7 @@ class HubContext:
         return ctx
 
     async def aclose(self) -> None:
+        await self.audit.settled()
         for replica in self.replicas:
             await replica.aclose()
         await self.graph.aclose()

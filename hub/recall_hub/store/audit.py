@@ -10,6 +10,7 @@ only in the caller's own entry, so they create no key."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import typing
@@ -128,18 +129,50 @@ class AuditLog:
         self.graph = graph
         self.bead_maxlen = bead_maxlen
         self.bead_ttl_s = bead_ttl_s
-        self._record = redis.register_script(_RECORD)
+        self._pending: set[asyncio.Task[None]] = set()
 
     async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
+        """Send the entry of one request. Returns once it is written to Redis's connection, without waiting
+        for Redis's answer: the hub replies meanwhile, and any command sent after this returns — by anyone
+        the reply reached — is read by Redis after it. The answer is read in the background (and, for beads
+        without an audit stream yet, the graph asked whether they exist); :meth:`settled` waits for it."""
         ids = list(dict.fromkeys(bead_ids))[:MAX_IDS]
         fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
         flat = [str(x) for pair in fields.items() for x in pair]
+        keys = [self.keys.audit_ai(ai_id), *(self.keys.audit_bead(b) for b in ids)]
+        pool = self.redis.connection_pool
         try:
-            # One round trip and one command to pack, however many beads a reply named (a search names 20).
-            missing = await self._record(
-                keys=[self.keys.audit_ai(ai_id), *(self.keys.audit_bead(b) for b in ids)],
-                args=[self.maxlen, self.bead_maxlen, self.bead_ttl_s, *flat],
+            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        except Exception:
+            log.exception("audit record lost for %s %s", ai_id, op)
+            return
+        try:
+            # One command to pack and one round trip, however many beads a reply named (a search names 20).
+            await connection.send_command(
+                "EVAL", _RECORD, len(keys), *keys, self.maxlen, self.bead_maxlen, self.bead_ttl_s, *flat
             )
+        except Exception:
+            await connection.disconnect()
+            await pool.release(connection)
+            log.exception("audit record lost for %s %s", ai_id, op)
+            return
+        task = asyncio.create_task(self._confirm(connection, ai_id, op, ids, fields))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def settled(self) -> None:
+        """Every entry sent so far answered by Redis (and the new bead streams started)."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def _confirm(
+        self, connection: Any, ai_id: str, op: str, ids: list[str], fields: dict[str, Any]
+    ) -> None:
+        try:
+            try:
+                missing = await connection.read_response()
+            finally:
+                await self.redis.connection_pool.release(connection)
             # A bead without a stream yet gets one only if it exists (ids in requests are the caller's).
             new = [ids[int(i) - 1] for i in missing or []]
             if new:
@@ -182,6 +215,7 @@ class AuditLog:
     ) -> list[AuditEntry]:
         if (ai_id is None) == (bead_id is None):
             raise ValueError("give exactly one of ai_id or bead_id")
+        await self.settled()  # what this process has sent is there
         key = self.keys.audit_ai(ai_id) if ai_id else self.keys.audit_bead(str(bead_id))
         rows: list[tuple[bytes, dict[bytes, bytes]]] = await self.redis.xrevrange(key, count=limit)  # type: ignore[assignment]
         entries = []
