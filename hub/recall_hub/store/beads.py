@@ -134,14 +134,19 @@ class BeadStore:
     async def session_edges(self, caller: str, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge between two visible beads that either joins two
         beads of ``ids`` or touches one of ``around`` (a subset of ``ids``), in one query."""
+        # Every visible edge of the candidates comes back and is kept here: a membership test against the
+        # list of ids inside the query costs FalkorDB more (a scan of the list per edge) than the extra rows.
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (a:Bead) WHERE a.bead_id IN $ids AND {visible('a')} "
-            "MATCH (a)-[r:FOLLOWS_FROM]-(n:Bead) WHERE (n.bead_id IN $ids OR a.bead_id IN $around) "
-            f"AND {visible('n')} "
+            f"MATCH (a)-[r:FOLLOWS_FROM]-(n:Bead) WHERE {visible('n')} "
             "WITH DISTINCT r WITH collect(startNode(r).bead_id + ' ' + endNode(r).bead_id) AS rows " + joined("rows"),
-            {"caller": caller, "ids": list(ids), "around": list(around)},
+            {"caller": caller, "ids": list(ids)},
         )
-        return [(later, earlier) for later, earlier in split_joined(rows)]
+        among, near = set(ids), set(around)
+        return [
+            (later, earlier) for later, earlier in split_joined(rows)
+            if (later in among and earlier in among) or later in near or earlier in near
+        ]
 
     async def my_groups(self, caller: str) -> list[str]:
         rows = await self.graph.values(

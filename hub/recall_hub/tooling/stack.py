@@ -119,20 +119,34 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
     _wait_for_port(host, port, proc, "redis-server", timeout)
     client = redis.Redis(host=host, port=port)
     deadline = time.monotonic() + timeout
+    loaded = -1
     try:
         while True:
             try:
                 client.ping()  # answers LOADING until the AOF is replayed
                 break
             except redis.exceptions.BusyLoadingError:
-                if time.monotonic() > deadline:
-                    raise StackError("redis-server still loading its data") from None
+                # A large store takes longer than any fixed bound to load: wait as long as it makes progress.
+                progress = _loading_progress(client)
+                if progress > loaded:
+                    loaded, deadline = progress, time.monotonic() + timeout
+                elif time.monotonic() > deadline:
+                    raise StackError(f"redis-server still loading its data, no progress for {timeout}s") from None
                 time.sleep(0.05)
         modules = {m[b"name"].decode().lower() for m in client.module_list()}
         if "graph" not in modules:  # another Redis answered: every graph query of the hub would fail
             raise StackError(f"the Redis on {host}:{port} has no FalkorDB module; is it another program's?")
     finally:
         client.close()
+
+
+def _loading_progress(client: Any) -> int:
+    """Bytes of its data redis-server has loaded so far (-1 if it does not say)."""
+    try:
+        info = client.info("persistence")
+    except Exception:  # progress is a hint: the deadline still holds without it
+        return -1
+    return int(info.get("loading_loaded_bytes", -1))
 
 
 def _wait_for_http_ok(url: str, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
