@@ -8,7 +8,6 @@ import random
 import secrets
 
 import pytest
-
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.beads import create_bead, update_bead
@@ -192,6 +191,42 @@ async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and
             from_index, unknown = ctx.keywords.screen(scopes, ids, filters)
             assert unknown == []
             assert from_index == await ctx.beads.screen(client.ai_id, ids, filters), (client.ai_id, filters)
+
+
+async def test_session_edges_from_the_index_once_screened_are_the_graphs_for_every_caller(
+    world: World, hub_service: HubService
+) -> None:
+    """Hybrid search reads the FOLLOWS_FROM edges around its candidates from the index's map of them, which
+    knows nothing of visibility: screened as a search screens them, they must be exactly the edges the graph
+    gives each caller — for session chains across scopes, reply edges, a deleted bead and a forgotten one."""
+    ctx = hub_service.ctx
+    rng = random.Random(5)
+    session = new_id("s")
+    ids: list[str] = []
+    for i in range(30):
+        visibility = rng.choice(list(Visibility))
+        bead = await world.bead(visibility, f"turn {i}", session_id=session)  # each follows the one before
+        ids.append(bead.bead_id)
+    for _ in range(10):  # reply edges across the session, as a client that knows its structure adds them
+        later, earlier = sorted(rng.sample(range(len(ids)), 2), reverse=True)
+        await world.creator.add_relationship(ids[later], ids[earlier], "FOLLOWS_FROM")
+    await world.creator.delete_bead(ids[7])
+    await world.creator.forget_bead(ids[12], "not to be kept")
+    await ctx.keywords.catch_up()
+    for client in (world.creator, world.member, world.ex_member, world.outsider, world.ops):
+        scopes = await searchable_scopes(ctx, client.ai_id, BeadFilters())
+        for _ in range(5):
+            candidates = rng.sample(ids, 12)
+            visible, _ = ctx.keywords.screen(scopes, candidates, BeadFilters())
+            among = sorted(visible)
+            around = among[:3]
+            expected = set(await ctx.beads.session_edges(client.ai_id, among, around))
+            from_index = ctx.keywords.session_edges(among, around)
+            reached = {b for pair in from_index for b in pair}
+            seen_there, unknown = ctx.keywords.screen(scopes, sorted(reached), BeadFilters())
+            assert unknown == []
+            screened = {pair for pair in from_index if pair[0] in seen_there and pair[1] in seen_there}
+            assert screened == expected, client.ai_id
 
 
 async def test_a_search_while_the_index_lags_the_graph_shows_nothing_the_caller_may_not_see(

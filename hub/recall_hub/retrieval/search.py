@@ -130,32 +130,15 @@ async def rank(
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []
-    # Hybrid search reads the candidates' session edges while it screens them (in a worker thread), on the
-    # guess that screening keeps the best few; when it does not (filters, topic hubs), they are read again.
-    guessed, guessed_best, guess = set(fused), set[str](), None
-    if hybrid:
-        guessed_best = _best(fused)
-        guess = asyncio.ensure_future(ctx.beads.session_edges(caller, list(fused), sorted(guessed_best)))
-    try:
-        # Only beads the caller may see (and that pass the filters) rank or lend context.
-        seen |= await screen(ctx, caller, scopes, [b for b in fused if b not in seen], filters, in_thread=hybrid)
-        if not hubs_wanted(include_hubs, filters):
-            seen |= await screen(ctx, caller, scopes, sorted(await replace_hubs(ctx, caller, fused, seen)), filters)
-    except BaseException:
-        if guess is not None:
-            guess.cancel()
-        raise
+    # Only beads the caller may see (and that pass the filters) rank or lend context.
+    seen |= await screen(ctx, caller, scopes, [b for b in fused if b not in seen], filters)
+    if not hubs_wanted(include_hubs, filters):
+        seen |= await screen(ctx, caller, scopes, sorted(await replace_hubs(ctx, caller, fused, seen)), filters)
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
     links: dict[str, list[str]] = {}
-    if guess is not None and not fused:
-        guess.cancel()
-    elif guess is not None:
+    if hybrid and fused:
         best = _best(fused)
-        if best == guessed_best and fused.keys() <= guessed:
-            edges = await guess
-        else:
-            guess.cancel()
-            edges = await ctx.beads.session_edges(caller, list(fused), sorted(best))
+        edges = await session_edges(ctx, caller, list(fused), sorted(best))
         for later, earlier in edges:
             if later in fused and earlier in fused:
                 links.setdefault(later, []).append(earlier)
@@ -204,6 +187,15 @@ async def _admit(
         fused[bead_id] = Fused(bead_id)
 
 
+async def session_edges(ctx: HubContext, caller: str, ids: list[str], around: list[str]) -> list[tuple[str, str]]:
+    """``(later, earlier)`` for the ``FOLLOWS_FROM`` edges that join two of the screened candidates ``ids`` or
+    touch one of ``around``: from the keyword index's map of them, else from the graph. The index's may name
+    a bead outside ``ids`` the caller may not see; :func:`_admit` screens every such bead before it counts."""
+    if ctx.keywords.ready:
+        return ctx.keywords.session_edges(ids, around)
+    return await ctx.beads.session_edges(caller, ids, around)
+
+
 def _best(fused: dict[str, Fused]) -> set[str]:
     """The candidates whose session neighbours hybrid search admits."""
     return {e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]}
@@ -217,23 +209,19 @@ def _reachable(ordered: list[Fused], limit: int) -> list[Fused]:
 
 
 async def screen(
-    ctx: HubContext, caller: str, scopes: list[str], ids: list[str], filters: BeadFilters, in_thread: bool = False
+    ctx: HubContext, caller: str, scopes: list[str], ids: list[str], filters: BeadFilters
 ) -> dict[str, dict[str, Any]]:
     """What ranking reads of the candidates among ``ids`` the caller may see and that pass ``filters``.
 
     From the keyword index, which holds every bead with its scope, in memory; beads it does not hold yet
     (written a moment ago) from the graph. The index may lag the graph by a moment; what it says here
     only orders candidates — the beads returned are read from the graph, visibility and filters checked
-    again (:func:`_hydrate`). ``in_thread``: the index is read in a worker thread, so the event loop can wait
-    on other reads meanwhile."""
+    again (:func:`_hydrate`)."""
     if not ids:
         return {}
     if not ctx.keywords.ready:
         return await ctx.beads.screen(caller, ids, filters)
-    if in_thread:
-        seen, unknown = await asyncio.to_thread(ctx.keywords.screen, scopes, ids, filters)
-    else:
-        seen, unknown = ctx.keywords.screen(scopes, ids, filters)
+    seen, unknown = ctx.keywords.screen(scopes, ids, filters)
     if unknown:
         seen |= await ctx.beads.screen(caller, unknown, filters)
     return seen

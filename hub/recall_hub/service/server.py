@@ -27,6 +27,9 @@ from recall_hub.store.upgrade import legacy_keys_present
 
 log = logging.getLogger(__name__)
 
+GC_THRESHOLDS = (20_000, 50, 100)
+"""The collector's thresholds in a hub process (Python's defaults: 700, 10, 10)."""
+
 
 class _ConnectionLog:
     """The hub connection's callbacks: disconnects and reconnects are logged, and requests nats-py drops
@@ -102,6 +105,10 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
+    # A search allocates tens of thousands of short-lived objects, which at the default threshold (700)
+    # means several young collections per request: collected less often, a keyword search at 10k beads
+    # took 4.74 -> 4.50 ms p50 and a hybrid one 12.4 -> 12.0 (the same run, alternating requests).
+    gc.set_threshold(*GC_THRESHOLDS)
     sweeper: asyncio.Task[None] | None = None
     follower: asyncio.Task[None] | None = None
     reads: asyncio.Task[None] | None = None

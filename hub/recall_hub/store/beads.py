@@ -414,6 +414,19 @@ class BeadStore:
             found.setdefault(bead_id, {})[before_id] = "\n".join(t for t in (title, content) if t)
         return found
 
+    async def system_follows(self, bead_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of ``bead_ids``, every bead it ``FOLLOWS_FROM``, whoever may see it (the keyword index's
+        map of session edges; searches screen both ends)."""
+        rows = await self.graph.values(
+            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id})-[:FOLLOWS_FROM]->(p:Bead) "
+            "WITH collect(id + ' ' + p.bead_id) AS rows " + joined("rows"),
+            {"ids": list(bead_ids)},
+        )
+        found: dict[str, list[str]] = {}
+        for later, earlier in split_joined(rows):
+            found.setdefault(later, []).append(earlier)
+        return found
+
     async def system_count(self) -> int:
         rows = await self.graph.ro_query("MATCH (b:Bead) RETURN count(b)")
         return int(rows[0][0]) if rows else 0

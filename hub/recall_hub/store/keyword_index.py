@@ -112,6 +112,42 @@ class _Rows:
         return found
 
 
+class _Sessions:
+    """Every ``FOLLOWS_FROM`` edge of the indexed beads, both ways: what hybrid search reads of the session
+    structure around its candidates, without a graph query. Kept with the documents (a moment ahead of the
+    searcher at most); a search screens every bead it reaches through it."""
+
+    def __init__(self) -> None:
+        self.earlier: dict[str, tuple[str, ...]] = {}
+        self.later: dict[str, set[str]] = {}
+
+    def set(self, bead_id: str, earlier: Sequence[str]) -> None:
+        for before_id in self.earlier.pop(bead_id, ()):
+            followers = self.later.get(before_id)
+            if followers is not None:
+                followers.discard(bead_id)
+                if not followers:
+                    del self.later[before_id]
+        if earlier:
+            self.earlier[bead_id] = tuple(earlier)
+            for before_id in earlier:
+                self.later.setdefault(before_id, set()).add(bead_id)
+
+    def edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
+        """``(later, earlier)`` for every edge that joins two beads of ``ids`` or touches one of ``around`` (a
+        subset of ``ids``) — the pairs :meth:`~recall_hub.store.beads.BeadStore.session_edges` gives, before
+        visibility: the caller screens the beads outside ``ids``."""
+        among, near = set(ids), set(around)
+        found = [
+            (bead_id, before_id)
+            for bead_id in ids
+            for before_id in self.earlier.get(bead_id, ())
+            if before_id in among or bead_id in near or before_id in near
+        ]
+        found += [(later, bead_id) for bead_id in around for later in self.later.get(bead_id, ()) if later not in among]
+        return found
+
+
 class _View:
     """What one search reads, taken together: a commit replaces the whole view at once, so a search running
     in a worker thread (hybrid search overlaps it with the vector search) never mixes two commits."""
@@ -177,6 +213,7 @@ class KeywordIndex:
         self._index.register_tokenizer(ANALYZER, self._analyzer)
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._view = _View(self._index.searcher(), _Rows())
+        self._sessions = _Sessions()
         self._uncommitted_followers: dict[str, set[str]] = {}
         """Beads the documents added since the last commit follow -> those documents' beads."""
         self._uncommitted: set[str] = set()
@@ -194,11 +231,14 @@ class KeywordIndex:
         async with self._lock:
             start = (await self.log.state()).last
             self._writer.delete_all_documents()
-            done, after, rows = 0, "", _Rows()
+            done, after, rows, sessions = 0, "", _Rows(), _Sessions()
             try:
                 total = await self.beads.system_count()
                 while page := await self.beads.system_page(after, APPLY_PAGE):
-                    before = await self.beads.system_preceding([str(p["bead_id"]) for p in page])
+                    ids = [str(p["bead_id"]) for p in page]
+                    before = await self.beads.system_preceding(ids)
+                    for bead_id, earlier in (await self.beads.system_follows(ids)).items():
+                        sessions.set(bead_id, earlier)
                     for props in page:
                         self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {}), rows))
                     done += len(page)
@@ -211,6 +251,7 @@ class KeywordIndex:
                 self._uncommitted_followers, self._uncommitted = {}, set()
                 raise
             await self._commit(rows)
+            self._sessions = sessions
             self.applied = start
             self.ready = True
         await self.catch_up()
@@ -281,6 +322,9 @@ class KeywordIndex:
         ids = sorted(bead_ids | followers)
         current = {str(p["bead_id"]): p for p in await self.beads.system_many(ids)}
         before = await self.beads.system_preceding(ids)
+        follows = await self.beads.system_follows(sorted(bead_ids))
+        for bead_id in bead_ids:
+            self._sessions.set(bead_id, follows.get(bead_id, []) if bead_id in current else [])
         for bead_id in ids:
             if bead_id in followers and bead_id in current and bead_id not in self._uncommitted and (
                 self._context_key_of(bead_id) == _context_key(before.get(bead_id, {}))
@@ -400,6 +444,11 @@ class KeywordIndex:
         ranked = [(bead_id, float(score)) for (bead_id, _), (score, _) in zip(screened, hits, strict=True)]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
         return ranked, dict(screened)
+
+    def session_edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
+        """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one
+        of ``around``, whoever may see its ends: the caller screens them."""
+        return self._sessions.edges(ids, around)
 
     def screen(
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
