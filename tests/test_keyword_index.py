@@ -13,7 +13,7 @@ from recall_hub.context import HubContext
 from recall_hub.ops.beads import create_bead, update_bead
 from recall_hub.ops.indexing import reindex
 from recall_hub.retrieval.scopes import searchable_scopes
-from recall_hub.retrieval.search import search_beads
+from recall_hub.retrieval.search import screen, search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
 from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode, UpdateBead, Visibility
@@ -213,6 +213,9 @@ async def test_session_edges_from_the_index_once_screened_are_the_graphs_for_eve
     await world.creator.delete_bead(ids[7])
     await world.creator.forget_bead(ids[12], "not to be kept")
     await ctx.keywords.catch_up()
+    for gone in (7, 12):  # its session neighbours no longer lead to it
+        around = [ids[gone - 1], ids[gone + 1]]
+        assert all(ids[gone] not in pair for pair in ctx.keywords.session_edges(around, around))
     for client in (world.creator, world.member, world.ex_member, world.outsider, world.ops):
         scopes = await searchable_scopes(ctx, client.ai_id, BeadFilters())
         for _ in range(5):
@@ -222,11 +225,11 @@ async def test_session_edges_from_the_index_once_screened_are_the_graphs_for_eve
             around = among[:3]
             expected = set(await ctx.beads.session_edges(client.ai_id, among, around))
             from_index = ctx.keywords.session_edges(among, around)
-            reached = {b for pair in from_index for b in pair}
-            seen_there, unknown = ctx.keywords.screen(scopes, sorted(reached), BeadFilters())
-            assert unknown == []
+            reached = sorted({b for pair in from_index for b in pair})
+            seen_there = await screen(ctx, client.ai_id, scopes, reached, BeadFilters())  # as a search does
             screened = {pair for pair in from_index if pair[0] in seen_there and pair[1] in seen_there}
             assert screened == expected, client.ai_id
+            assert not {ids[7], ids[12]} & set(reached)  # gone from the graph, gone from the map
 
 
 async def test_a_search_while_the_index_lags_the_graph_shows_nothing_the_caller_may_not_see(

@@ -133,6 +133,14 @@ class _Sessions:
             for before_id in earlier:
                 self.later.setdefault(before_id, set()).add(bead_id)
 
+    def drop(self, bead_id: str) -> None:
+        """A bead gone from the graph, with its edges both ways."""
+        self.set(bead_id, ())
+        for later in self.later.pop(bead_id, set()):
+            self.earlier[later] = tuple(b for b in self.earlier.get(later, ()) if b != bead_id)
+            if not self.earlier[later]:
+                del self.earlier[later]
+
     def edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every edge that joins two beads of ``ids`` or touches one of ``around`` (a
         subset of ``ids``) — the pairs :meth:`~recall_hub.store.beads.BeadStore.session_edges` gives, before
@@ -324,7 +332,10 @@ class KeywordIndex:
         before = await self.beads.system_preceding(ids)
         follows = await self.beads.system_follows(sorted(bead_ids))
         for bead_id in bead_ids:
-            self._sessions.set(bead_id, follows.get(bead_id, []) if bead_id in current else [])
+            if bead_id in current:
+                self._sessions.set(bead_id, follows.get(bead_id, []))
+            else:
+                self._sessions.drop(bead_id)
         for bead_id in ids:
             if bead_id in followers and bead_id in current and bead_id not in self._uncommitted and (
                 self._context_key_of(bead_id) == _context_key(before.get(bead_id, {}))
