@@ -72,12 +72,15 @@ async def test_an_entry_is_in_redis_before_its_reply_reaches_the_caller(
 ) -> None:
     """The hub does not wait for Redis to answer the audit write before it replies, but it has written the
     entry to its Redis connection by then: a reader on a connection of its own, asking as soon as each reply
-    is in, finds the entry every time (without the hub's help: a fresh AuditLog has nothing to wait for)."""
+    is in, finds the entry every time (without the hub's help: a fresh AuditLog has nothing to wait for) —
+    a new bead's first entry too."""
     agent = await connect()
-    bead = await agent.create_bead("Audited at once", "read many times")
     reader_redis = Redis.from_url(settings.redis_url)
     reader = AuditLog(reader_redis, hub.keys)
     try:
+        bead = await agent.create_bead("Audited at once", "read many times")
+        # The reply holds the new bead, so its stream starts with the entry, before the reply.
+        assert [e.op for e in await reader.entries(bead_id=bead.bead_id)] == ["create_bead"]
         for n in range(1, 41):
             await agent.get_bead(bead.bead_id)
             entries = await reader.entries(ai_id=agent.ai_id, limit=1000)

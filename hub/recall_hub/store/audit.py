@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
+from recall_schemas import MemoryBead
 from redis.asyncio import Redis
 
 from recall_hub.store.graph import GraphStore
@@ -44,6 +45,17 @@ class AuditEntry:
 
 def bead_ids_of(*messages: BaseModel | None) -> list[str]:
     """Every bead id named in the messages (requests and replies), in order, without repeats."""
+    return _walk(messages, held=None)
+
+
+def held_bead_ids(reply: BaseModel | None) -> list[str]:
+    """The ids of the beads a reply holds whole (``MemoryBead``): read or written a moment ago, so they exist."""
+    held: set[str] = set()
+    _walk((reply,), held)
+    return [bead_id for bead_id in bead_ids_of(reply) if bead_id in held]
+
+
+def _walk(messages: tuple[BaseModel | None, ...], held: set[str] | None) -> list[str]:
     found: dict[str, None] = {}
 
     def walk(value: Any) -> None:
@@ -57,7 +69,10 @@ def bead_ids_of(*messages: BaseModel | None) -> list[str]:
             return
         if not isinstance(value, BaseModel):
             return
-        for key, kind in _id_fields(type(value)):
+        model: type[BaseModel] = type(value)
+        if held is not None and isinstance(value, MemoryBead):
+            held.add(value.bead_id)
+        for key, kind in _id_fields(model):
             item = getattr(value, key)
             if kind == "id" and isinstance(item, str):
                 found[item] = None
@@ -94,11 +109,15 @@ def _holds_models(annotation: Any) -> bool:
 
 _RECORD = """
 local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(fields))
+local held = tonumber(ARGV[4])
 local missing = {}
 for i = 2, #KEYS do
-  if redis.call('XADD', KEYS[i], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*', unpack(fields)) then
+  if i <= held + 1 then
+    redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', unpack(fields))
+    redis.call('EXPIRE', KEYS[i], ARGV[3])
+  elseif redis.call('XADD', KEYS[i], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*', unpack(fields)) then
     redis.call('EXPIRE', KEYS[i], ARGV[3])
   else
     missing[#missing + 1] = i - 1
@@ -106,8 +125,9 @@ for i = 2, #KEYS do
 end
 return missing
 """
-"""The identity's entry, and the entry of every named bead that has an audit stream (refreshing its
-expiry); returns the positions of the beads without one."""
+"""The identity's entry, the entry of every bead known to exist (the first ``ARGV[4]`` bead keys: streams
+started if need be), and of every other named bead that has an audit stream (refreshing each expiry);
+returns the positions of the beads without one."""
 
 
 class AuditLog:
@@ -131,13 +151,22 @@ class AuditLog:
         self.bead_ttl_s = bead_ttl_s
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def record(self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str]) -> None:
+    async def record(
+        self, ai_id: str, op: str, allowed: bool, code: str, bead_ids: Iterable[str], held: Iterable[str] = ()
+    ) -> None:
         """Send the entry of one request. Returns once it is written to Redis's connection, without waiting
         for Redis's answer: the hub replies meanwhile, and any command sent after this returns — by anyone
-        the reply reached — is read by Redis after it. The answer is read in the background (and, for beads
-        without an audit stream yet, the graph asked whether they exist); :meth:`settled` waits for it."""
-        ids = list(dict.fromkeys(bead_ids))[:MAX_IDS]
-        fields = {"at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(ids)}
+        the reply reached — is read by Redis after it. ``held``: those of ``bead_ids`` known to exist (the
+        beads a reply holds), whose streams it starts at once. The answer is read in the background (and for
+        other beads without an audit stream yet, the graph asked whether they exist); :meth:`settled` waits
+        for it."""
+        known = set(held)
+        named = list(dict.fromkeys(bead_ids))[:MAX_IDS]
+        ids = [b for b in named if b in known] + [b for b in named if b not in known]
+        held_count = sum(1 for b in named if b in known)
+        fields = {
+            "at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(named),
+        }
         flat = [str(x) for pair in fields.items() for x in pair]
         keys = [self.keys.audit_ai(ai_id), *(self.keys.audit_bead(b) for b in ids)]
         pool = self.redis.connection_pool
@@ -149,7 +178,7 @@ class AuditLog:
         try:
             # One command to pack and one round trip, however many beads a reply named (a search names 20).
             await connection.send_command(
-                "EVAL", _RECORD, len(keys), *keys, self.maxlen, self.bead_maxlen, self.bead_ttl_s, *flat
+                "EVAL", _RECORD, len(keys), *keys, self.maxlen, self.bead_maxlen, self.bead_ttl_s, held_count, *flat
             )
         except Exception:
             await connection.disconnect()
