@@ -76,7 +76,7 @@ from recall_hub.ops.trust import cut_stale
 from recall_hub.retrieval.search import KEYWORD_READERS, render
 from recall_hub.service.metrics import HubMetrics
 from recall_hub.service.tracing import Tracing
-from recall_hub.store.audit import bead_ids_of, held_bead_ids
+from recall_hub.store.audit import bead_ids_of
 from recall_hub.store.index_log import ZERO
 from recall_hub.timeutil import now_ms
 from recall_hub.tokens import count_tokens
@@ -147,9 +147,9 @@ async def handle(ctx: HubContext, op: str, subject: str, payload: bytes, max_rep
     except RecallError as exc:
         await ctx.audit.record(caller, op, False, exc.code.value, bead_ids_of(request))
         raise
-    await ctx.audit.record(  # what the caller really got
-        caller, op, True, "ok", bead_ids_of(request, reply), held=held_bead_ids(reply)
-    )
+    held: set[str] = set()
+    named = bead_ids_of(request, reply, held=held)  # what the caller really got
+    await ctx.audit.record(caller, op, True, "ok", named, held=held)
     return body
 
 

@@ -43,19 +43,10 @@ class AuditEntry:
     bead_ids: list[str]
 
 
-def bead_ids_of(*messages: BaseModel | None) -> list[str]:
-    """Every bead id named in the messages (requests and replies), in order, without repeats."""
-    return _walk(messages, held=None)
-
-
-def held_bead_ids(reply: BaseModel | None) -> list[str]:
-    """The ids of the beads a reply holds whole (``MemoryBead``): read or written a moment ago, so they exist."""
-    held: set[str] = set()
-    _walk((reply,), held)
-    return [bead_id for bead_id in bead_ids_of(reply) if bead_id in held]
-
-
-def _walk(messages: tuple[BaseModel | None, ...], held: set[str] | None) -> list[str]:
+def bead_ids_of(*messages: BaseModel | None, held: set[str] | None = None) -> list[str]:
+    """Every bead id named in the messages (requests and replies), in order, without repeats; with ``held``,
+    the ids of the beads they hold whole (``MemoryBead``: read or written a moment ago, so they exist) are
+    added to it."""
     found: dict[str, None] = {}
 
     def walk(value: Any) -> None:
