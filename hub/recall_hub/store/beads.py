@@ -9,6 +9,7 @@ its after-commit work in the outbox (:func:`recall_hub.store.outbox.record`), or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from recall_schemas import BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
@@ -54,6 +55,17 @@ NOT_FORGOTTEN = (
     "WITH {keep}, count(t) AS forgotten WHERE forgotten = 0 "
 )
 """Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash)."""
+
+
+@dataclass
+class Preceding:
+    """Of some beads, the beads each ``FOLLOWS_FROM`` (the turn before it: the question an answer replies to)."""
+
+    follows: dict[str, list[str]] = field(default_factory=dict)
+    """Every one, whoever may see it (the keyword index's map of session edges; searches screen both ends)."""
+    context: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The newest ``PRECEDING_MAX`` that everyone who sees the bead may see (the same scope, or global), by id,
+    with title and content: the keyword index finds the bead by these words too."""
 
 
 class BeadStore:
@@ -396,36 +408,25 @@ class BeadStore:
         )
         return [row[0] for row in rows]
 
-    async def system_preceding(self, bead_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """For each of ``bead_ids``, the beads it ``FOLLOWS_FROM`` (the turn before it: the question an answer
-        replies to), by id, each with its title and content — only those that everyone who sees the bead may
-        see (the same scope, or global), since the keyword index finds the bead by these words too."""
+    async def system_preceding(self, bead_ids: Sequence[str]) -> Preceding:
+        """What the keyword index keeps of the beads each of ``bead_ids`` ``FOLLOWS_FROM``, in one read: see
+        :class:`Preceding`."""
         rows = await self.graph.values(
             "UNWIND $ids AS id MATCH (b:Bead {bead_id: id})-[:FOLLOWS_FROM]->(p:Bead) "
-            "WHERE p.visibility = 'global' OR (p.visibility = b.visibility AND CASE b.visibility "
+            "RETURN id, p.bead_id, p.visibility = 'global' OR (p.visibility = b.visibility AND CASE b.visibility "
             "WHEN 'group' THEN p.group_id = b.group_id WHEN 'private' THEN p.created_by = b.created_by "
-            "ELSE false END) "
-            "WITH id, p ORDER BY p.created_at DESC, p.bead_id WITH id, collect(p)[0..$most] AS before "
-            "UNWIND before AS p RETURN id, p.bead_id, p.title, p.content",
-            {"ids": list(bead_ids), "most": PRECEDING_MAX},
-        )
-        found: dict[str, dict[str, str]] = {}
-        for bead_id, before_id, title, content in rows:
-            found.setdefault(bead_id, {})[before_id] = "\n".join(t for t in (title, content) if t)
-        return found
-
-    async def system_follows(self, bead_ids: Sequence[str]) -> dict[str, list[str]]:
-        """For each of ``bead_ids``, every bead it ``FOLLOWS_FROM``, whoever may see it (the keyword index's
-        map of session edges; searches screen both ends)."""
-        rows = await self.graph.values(
-            "UNWIND $ids AS id MATCH (b:Bead {bead_id: id})-[:FOLLOWS_FROM]->(p:Bead) "
-            "WITH collect(id + ' ' + p.bead_id) AS rows " + joined("rows"),
+            "ELSE false END), coalesce(p.created_at, 0), p.title, p.content",
             {"ids": list(bead_ids)},
         )
-        found: dict[str, list[str]] = {}
-        for later, earlier in split_joined(rows):
-            found.setdefault(later, []).append(earlier)
-        return found
+        preceding = Preceding()
+        newest_first = sorted(rows, key=lambda row: (-int(row[3]), str(row[1])))
+        for bead_id, before_id, shared, _, title, content in newest_first:
+            preceding.follows.setdefault(bead_id, []).append(before_id)
+            context = preceding.context.setdefault(bead_id, {})
+            if shared and len(context) < PRECEDING_MAX:
+                context[before_id] = "\n".join(t for t in (title, content) if t)
+        preceding.context = {bead_id: words for bead_id, words in preceding.context.items() if words}
+        return preceding
 
     async def system_count(self) -> int:
         rows = await self.graph.ro_query("MATCH (b:Bead) RETURN count(b)")

@@ -244,8 +244,9 @@ class KeywordIndex:
                 total = await self.beads.system_count()
                 while page := await self.beads.system_page(after, APPLY_PAGE):
                     ids = [str(p["bead_id"]) for p in page]
-                    before = await self.beads.system_preceding(ids)
-                    for bead_id, earlier in (await self.beads.system_follows(ids)).items():
+                    preceding = await self.beads.system_preceding(ids)
+                    before = preceding.context
+                    for bead_id, earlier in preceding.follows.items():
                         sessions.set(bead_id, earlier)
                     for props in page:
                         self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {}), rows))
@@ -329,8 +330,8 @@ class KeywordIndex:
         followers = self._followers_of(bead_ids) - bead_ids
         ids = sorted(bead_ids | followers)
         current = {str(p["bead_id"]): p for p in await self.beads.system_many(ids)}
-        before = await self.beads.system_preceding(ids)
-        follows = await self.beads.system_follows(sorted(bead_ids))
+        preceding = await self.beads.system_preceding(ids)
+        before, follows = preceding.context, preceding.follows
         for bead_id in bead_ids:
             if bead_id in current:
                 self._sessions.set(bead_id, follows.get(bead_id, []))
