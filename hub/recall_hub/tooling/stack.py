@@ -132,7 +132,13 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
                     loaded, deadline = progress, time.monotonic() + timeout
                 elif time.monotonic() > deadline:
                     raise StackError(f"redis-server still loading its data, no progress for {timeout}s") from None
-                time.sleep(0.05)
+            except (redis.exceptions.TimeoutError, redis.exceptions.ConnectionError) as exc:
+                # Accepted the connection but not answering yet (a slow disk at start-up): not ready, not failed.
+                if proc.poll() is not None:
+                    raise StackError(f"redis-server exited with code {proc.returncode}; see its log") from None
+                if time.monotonic() > deadline:
+                    raise StackError(f"redis-server did not answer within {timeout}s: {exc}") from None
+            time.sleep(0.05)
         modules = {m[b"name"].decode().lower() for m in client.module_list()}
         if "graph" not in modules:  # another Redis answered: every graph query of the hub would fail
             raise StackError(f"the Redis on {host}:{port} has no FalkorDB module; is it another program's?")
@@ -420,11 +426,15 @@ class EmbeddedStack:
         try:
             child.ready(child.proc, timeout)
         except StackError as exc:
-            log_path = self.data_dir / "logs" / f"{child.name}.log"
-            with contextlib.suppress(OSError):
-                tail = log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
-                raise StackError(f"{exc}\nlast lines of {log_path}:\n" + "\n".join(tail)) from None
-            raise
+            raise StackError(f"{exc}{self._log_tail(child)}") from None
+
+    def _log_tail(self, child: Child) -> str:
+        log_path = self.data_dir / "logs" / f"{child.name}.log"
+        try:
+            tail = log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        except OSError:
+            return ""
+        return f"\nlast lines of {log_path}:\n" + "\n".join(tail)
 
     def _write_state(self) -> None:
         state = {
@@ -450,7 +460,7 @@ class EmbeddedStack:
                 try:
                     proc.wait(timeout)
                 except subprocess.TimeoutExpired:
-                    log.warning("%s did not stop in %ss; killing it", child.name, timeout)
+                    log.warning("%s did not stop in %ss; killing it%s", child.name, timeout, self._log_tail(child))
                     proc.kill()
                     proc.wait()
         self.children.clear()
