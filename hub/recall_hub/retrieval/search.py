@@ -55,8 +55,10 @@ from recall_hub.tokens import count_tokens
 
 KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall", "recall_where"})
 """Operations that read the keyword index (a request may ask it to catch up with its caller first)."""
-CANDIDATES = 100
-"""How deep each list (keyword, vector) is read before fusion."""
+CANDIDATES = 50
+"""How deep each list (keyword, vector) is read before fusion (``limit`` if more are asked). 100 gave the
+same LoCoMo figures within a few thousandths, at 2.3 ms more for a hybrid search at 100k beads
+(docs/benchmarks.md, read path v2, fifth pass)."""
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 ADMIT_FROM = 5
