@@ -306,3 +306,45 @@ async def test_once_the_turn_before_is_deleted_or_forgotten_its_words_find_nothi
         else:
             await world.creator.forget_bead(before.bead_id, "wrong")
         assert (await world.creator.search_beads(word, mode="keyword")).hits == [], remove
+
+
+async def test_a_word_finds_exactly_the_callers_beads_that_hold_it_and_equal_texts_score_alike_in_any_scope() -> None:
+    """Words are indexed per scope: for any set of scopes (and a filter), a search finds exactly the beads of
+    those scopes that hold a query word, and the same text scores the same in every scope."""
+    from typing import cast
+
+    from recall_hub.store.beads import BeadStore
+    from recall_hub.store.index_log import IndexLog
+    from recall_hub.store.keyword_index import KeywordIndex
+
+    rng = random.Random(11)
+    scopes = ["global", "group:g_1", "group:g_2", "private:a_1", "private:a_2"]
+    vocabulary = [f"w{i}" for i in range(40)]
+    texts = [" ".join(rng.choices(vocabulary, k=rng.randint(3, 12))) for _ in range(60)]
+    beads = []
+    for i in range(600):
+        kind, _, owner = (scope := rng.choice(scopes)).partition(":")
+        beads.append({
+            "bead_id": f"b_{i:04d}", "title": texts[i % len(texts)], "visibility": kind, "scope": scope,
+            "group_id": owner if kind == "group" else None, "created_by": owner if kind == "private" else "a_0",
+            "tags": ["t"] if i % 3 == 0 else [], "importance": 5, "created_at": i,
+        })
+    index = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
+    await index.load(beads)
+    for _ in range(200):
+        mine = rng.sample(scopes, rng.randint(1, len(scopes)))
+        words = rng.sample(vocabulary, rng.randint(1, 3))
+        filters = BeadFilters(tags=["t"]) if rng.random() < 0.3 else BeadFilters()
+        found = index.search(mine, words, filters, limit=len(beads))
+        expected = {
+            b["bead_id"] for b in beads
+            if b["scope"] in mine and set(words) & set(b["title"].split()) and (not filters.tags or b["tags"])
+        }
+        assert {bead_id for bead_id, _ in found} == expected
+        text_of = {b["bead_id"]: b["title"] for b in beads}
+        by_text: dict[str, set[float]] = {}
+        for bead_id, score in found:
+            by_text.setdefault(text_of[bead_id], set()).add(score)
+        assert all(len(scores) == 1 for scores in by_text.values()), by_text
+        # Ties are in bead-id order.
+        assert found == sorted(found, key=lambda hit: (-hit[1], hit[0]))
