@@ -45,3 +45,36 @@ async def test_fresh_starts_empty_and_keeps_the_credentials(tmp_path: Path) -> N
 def test_two_stacks_cannot_share_a_data_dir(tmp_path: Path) -> None:
     with EmbeddedStack(tmp_path), pytest.raises(StackError, match="already running"):
         EmbeddedStack(tmp_path).start()
+
+
+def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_error_at_the_deadline() -> None:
+    """A server that is up but not answering yet (a slow disk at start-up) is waited for, not a crash:
+    past the deadline the start fails with a StackError that says so."""
+    import socket
+    import subprocess
+    import sys
+    import threading
+
+    from recall_hub.tooling.stack import _wait_for_redis
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])  # kept open, never answered
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(StackError, match="did not answer within"):
+            _wait_for_redis("127.0.0.1", listener.getsockname()[1], alive, timeout=1.0)
+    finally:
+        alive.kill()
+        alive.wait()
+        listener.close()
+        for connection in held:
+            connection.close()

@@ -113,11 +113,21 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], name: st
     raise StackError(f"{name} did not open {host}:{port} within {timeout}s")
 
 
+WAIT_ATTEMPT_S = 2.0
+"""How long one readiness probe of a starting server waits for its answer before the next one."""
+
+
 def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     _wait_for_port(host, port, proc, "redis-server", timeout)
-    client = redis.Redis(host=host, port=port)
+    # Each attempt gives up after a while, and is not retried inside redis-py: the deadline below decides.
+    client = redis.Redis(
+        host=host, port=port, socket_timeout=WAIT_ATTEMPT_S, socket_connect_timeout=WAIT_ATTEMPT_S,
+        retry=Retry(NoBackoff(), 0),
+    )
     deadline = time.monotonic() + timeout
     loaded = -1
     try:
