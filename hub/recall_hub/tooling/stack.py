@@ -471,7 +471,7 @@ class EmbeddedStack:
                     proc.wait(timeout)
                 except subprocess.TimeoutExpired:
                     log.warning("%s did not stop in %ss; killing it%s", child.name, timeout, self._log_tail(child))
-                    proc.kill()
+                    _kill_group(proc)
                     proc.wait()
         self.children.clear()
         for logfile in self._logs:
@@ -504,7 +504,7 @@ class EmbeddedStack:
         proc = self.child(name).proc
         assert proc is not None
         if hard:
-            proc.kill()
+            _kill_group(proc)
         else:
             proc.terminate()
         proc.wait(timeout)
@@ -514,6 +514,15 @@ class EmbeddedStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a server and whatever it forked (a Redis rewriting its AOF in a child): each server leads a
+    process group of its own, and a child left behind would keep the port open with no one answering."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def _free_run(host: str, count: int) -> int:
