@@ -4,14 +4,18 @@ per test session on free ports in a temporary directory, and one hub process ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import inspect
 import os
 import secrets
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import nats.aio.client
 import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
@@ -22,6 +26,20 @@ from recall_hub.service.server import running_hub
 from recall_hub.tooling.auth import AuthBundle
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import MemoryBead, RecallError, Visibility
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _no_connection_left_open() -> AsyncIterator[None]:
+    """A NATS connection left open retries its stopped server forever, and closing the session's event loop
+    then waits on its reconnect task (which a cancellation racing a connect attempt does not always stop):
+    whatever is still open when the session ends is named and closed."""
+    yield
+    left = [c for c in gc.get_objects() if isinstance(c, nats.aio.client.Client) and not c.is_closed]
+    if left:
+        warnings.warn(f"NATS connections left open by tests: {[c.options.get('name') for c in left]}", stacklevel=1)
+    for client in left:
+        with contextlib.suppress(Exception):
+            await client.close()
 
 
 @pytest.fixture(scope="session")

@@ -67,7 +67,8 @@ def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_err
             except OSError:
                 return
 
-    threading.Thread(target=accept, daemon=True).start()
+    accepting = threading.Thread(target=accept, daemon=True)
+    accepting.start()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with pytest.raises(StackError, match="did not answer within"):
@@ -75,6 +76,8 @@ def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_err
     finally:
         alive.kill()
         alive.wait()
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone would not)
         listener.close()
+        accepting.join()
         for connection in held:
             connection.close()
