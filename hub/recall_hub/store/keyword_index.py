@@ -35,7 +35,8 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, cast
 
 import tantivy
@@ -175,15 +176,15 @@ class _View:
         ids = self.rows.ids  # every document of this in-memory index has its row: no None
         return [ids[row] for row in cast(list[int], self.searcher.fast_field_values("row", addresses))]
 
-    def count(self, key: tuple[tuple[str, ...], str], token: str, query: tantivy.Query) -> int:
-        """How many documents match ``query``: the documents of a caller's scopes and filters (``key``) holding
-        ``token`` (all of them for ``""``)."""
+    def count(self, key: tuple[tuple[str, ...], str], token: str, query: Callable[[], tantivy.Query]) -> int:
+        """How many documents match ``query()``: the documents of a caller's scopes and filters (``key``)
+        holding ``token`` (all of them for ``""``). The query is built only when the count is not known yet."""
         counts = self.counts
         found = counts.get((key, token))
         if found is None:
             if len(counts) > SCOPE_COUNTS_MAX:
                 counts.clear()
-            found = counts[(key, token)] = _count(self.searcher, query)
+            found = counts[(key, token)] = _count(self.searcher, query())
         return found
 
     def screened(self, addresses: list[tantivy.DocAddress]) -> list[tuple[str, dict[str, Any]]]:
@@ -432,7 +433,7 @@ class KeywordIndex:
         searcher = view.searcher
         narrowed = self._narrowing(filters)  # the filters beyond the scopes, if any
         key = (tuple(scopes), filters.model_dump_json())
-        in_scope = view.count(key, "", self._restriction(scopes, filters))
+        in_scope = view.count(key, "", lambda: self._restriction(scopes, filters))
         if in_scope == 0:
             return [], {}
         everywhere = max(searcher.num_docs, 1)
@@ -444,7 +445,7 @@ class KeywordIndex:
             if not found:
                 continue
             words = [tantivy.Query.term_query(self.schema, "text", t, index_option="freq") for t, _ in found]
-            df_scope = view.count(key, token, _all_of([_any(words), *narrowed]))
+            df_scope = view.count(key, token, partial(_all_of, [_any(words), *narrowed]))
             if df_scope == 0:
                 continue
             # tantivy scores each scoped term with its own IDF in the whole index; the boost turns it into
