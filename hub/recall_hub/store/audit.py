@@ -153,8 +153,9 @@ class AuditLog:
         for it."""
         known = set(held)
         named = list(dict.fromkeys(bead_ids))[:MAX_IDS]
-        ids = [b for b in named if b in known] + [b for b in named if b not in known]
-        held_count = sum(1 for b in named if b in known)
+        existing = [b for b in named if b in known]  # first: the script starts their streams
+        ids = existing + [b for b in named if b not in known]
+        held_count = len(existing)
         fields = {
             "at": now_ms(), "ai": ai_id, "op": op, "allowed": int(allowed), "code": code, "beads": ",".join(named),
         }
