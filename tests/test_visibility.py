@@ -677,6 +677,7 @@ async def test_a_dense_band_of_invisible_beads_never_starves_a_visible_one(
     rows = await hub.graph.ro_query("MATCH (b:Bead) WHERE b.bead_id IN $ids RETURN count(b)", {"ids": hidden})
     assert rows[0][0] == 310
 
+    caller.read_after(owner.index_position)
     assert ids(h.bead for h in (await caller.search_beads(word, limit=1, mode="keyword")).hits) == [visible.bead_id]
     for mode in SearchMode:
         hits = (await caller.search_beads(word, limit=1, mode=mode, filters={"group_id": shared.group_id})).hits
