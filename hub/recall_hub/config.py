@@ -73,7 +73,7 @@ class HubSettings(BaseSettings):
     )
     auth_required: bool = Field(default=False, description="False only in the embedded dev mode")
     embedder: EmbedderConfig = Field(
-        default_factory=EmbedderConfig, description="RECALL_EMBEDDER__KIND=local|openai|hash, …"
+        default_factory=EmbedderConfig, description="RECALL_EMBEDDER__KIND=local|e5-small|openai|hash, …"
     )
     extractor: ExtractorConfig = Field(
         default_factory=ExtractorConfig,

@@ -773,7 +773,7 @@ async def _make_vsim_floor(w: Workload) -> SampleFn:
             best, size = key, n
     embedder = make_embedder(EmbedderConfig(kind=w.config.embedder or "local"))
     try:
-        vectors = await embedder.embed(list(dict.fromkeys(w.queries))[:100])
+        vectors = await embedder.embed_queries(list(dict.fromkeys(w.queries))[:100])
     finally:
         await embedder.aclose()
     blobs = [np.asarray(v, dtype=np.float32).tobytes() for v in vectors]

@@ -83,7 +83,7 @@ async def run_vector_study(redis_url: str, data_dir: Path, max_queries: int = 30
     embedder = make_embedder(EmbedderConfig())
     try:
         doc_vectors = await embedder.embed(docs)
-        query_vectors = await embedder.embed(questions)
+        query_vectors = await embedder.embed_queries(questions)
         model = embedder.model_id
     finally:
         await embedder.aclose()

@@ -1,4 +1,5 @@
-"""Pluggable embedders: local MiniLM (default), OpenAI-compatible HTTP, deterministic hashing.
+"""Pluggable embedders: local MiniLM (default), local e5-small (optional), OpenAI-compatible HTTP,
+deterministic hashing.
 
 >>> embedder = make_embedder(EmbedderConfig())          # local all-MiniLM-L6-v2, int8 ONNX
 >>> await embedder.warmup()                              # optional: load now / discover the dimension
@@ -11,11 +12,13 @@ Vectors carry ``embedder.model_id``; vectors of different model ids are never co
 from __future__ import annotations
 
 from recall_hub.embedders.base import Embedder, EmbedderConfig, EmbedderError, EmbedderUnavailableError
+from recall_hub.embedders.e5_small import E5_DIM, E5SmallEmbedder
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.embedders.local import LOCAL_DIM, LocalEmbedder
 from recall_hub.embedders.openai_compat import OpenAIEmbedder
 
 __all__ = [
+    "E5SmallEmbedder",
     "Embedder",
     "EmbedderConfig",
     "EmbedderError",
@@ -37,6 +40,10 @@ def make_embedder(config: EmbedderConfig) -> Embedder:
         if config.dimensions not in (None, LOCAL_DIM):
             raise EmbedderError(f"the local model has {LOCAL_DIM} dimensions, not {config.dimensions}")
         return LocalEmbedder(batch_size=config.batch_size, threads=config.threads)
+    if config.kind == "e5-small":
+        if config.dimensions not in (None, E5_DIM):
+            raise EmbedderError(f"e5-small has {E5_DIM} dimensions, not {config.dimensions}")
+        return E5SmallEmbedder(batch_size=config.batch_size, threads=config.threads)
     if config.kind == "openai":
         if not config.openai_model:
             raise EmbedderError("kind='openai' needs openai_model (e.g. 'text-embedding-3-small')")

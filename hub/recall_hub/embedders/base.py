@@ -61,6 +61,11 @@ class Embedder(Protocol):
         """float32 array of shape ``(len(texts), dim)``, rows L2-normalised, in input order."""
         ...
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Like :meth:`embed`, for search queries: the same vectors for a symmetric model; an asymmetric
+        one (e5) embeds queries and documents differently."""
+        ...
+
     async def warmup(self) -> None:
         """Load the model / learn the dimension now rather than on the first request."""
         ...
@@ -75,12 +80,12 @@ class EmbedderConfig(BaseModel):
 
     ``dimensions``: for ``openai``, sent as the API's ``dimensions`` parameter (Matryoshka models);
     when unset the dimension is discovered from the first reply. For ``hash``, the vector length
-    (default 384). For ``local`` it must be unset or 384.
+    (default 384). For ``local`` and ``e5-small`` it must be unset or 384.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["local", "openai", "hash"] = "local"
+    kind: Literal["local", "e5-small", "openai", "hash"] = "local"
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: str | None = Field(default=None, repr=False)

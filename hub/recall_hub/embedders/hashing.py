@@ -88,6 +88,9 @@ class HashEmbedder:
             return self.embed_sync(items)
         return await asyncio.to_thread(self.embed_sync, items)
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await self.embed(texts)  # a symmetric model
+
     async def warmup(self) -> None:
         """Nothing to load; present so that every embedder can be warmed up the same way."""
 

@@ -149,6 +149,9 @@ class LocalEmbedder:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._get_executor(), self.embed_sync, items)
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await self.embed(texts)  # a symmetric model
+
     async def warmup(self) -> None:
         """Load the model and run it once, so the first real request pays no start-up cost."""
         await self.embed(["warm up"])

@@ -129,6 +129,9 @@ class OpenAIEmbedder:
             raise first from first.__cause__
         return np.vstack([t.result() for t in tasks])
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return await self.embed(texts)  # the endpoint's model is taken as symmetric
+
     async def warmup(self) -> None:
         """Embed one probe text: checks the endpoint and discovers the dimension if not configured."""
         await self._embed_batch([_PROBE_TEXT])

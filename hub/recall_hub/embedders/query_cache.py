@@ -26,7 +26,7 @@ class QueryVectors:
             self.hits += 1
             return cached
         self.misses += 1
-        vector: np.ndarray = np.asarray((await self.embedder.embed([text]))[0])
+        vector: np.ndarray = np.asarray((await self.embedder.embed_queries([text]))[0])
         vector.setflags(write=False)  # shared by every search that asks again
         self._cache[text] = vector
         while len(self._cache) > self.size:

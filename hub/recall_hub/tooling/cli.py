@@ -373,7 +373,7 @@ async def _bench_embedder(args: argparse.Namespace) -> int:
     from recall_hub.embedders.throughput import measure
 
     texts = corpus(Path(args.data))[0][:200]
-    embedder = make_embedder(EmbedderConfig())
+    embedder = make_embedder(EmbedderConfig(kind=args.embedder or "local"))
     try:
         result = await measure(embedder, texts, batch_size=32)
     finally:
@@ -679,7 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--data", default="../shared/data/locomo", help="LoCoMo folder (vectors, embedder suites)")
     bench.add_argument("--durability", choices=tuple(DURABILITY), default="default",
                        help="fsync settings of the stack the bus suite starts (strict: fsync before every ack)")
-    bench.add_argument("--embedder", choices=("local", "hash", "openai"),
+    bench.add_argument("--embedder", choices=("local", "e5-small", "hash", "openai"),
                        help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     bench.add_argument("--create-settle", choices=("inline", "background"), default="inline",
