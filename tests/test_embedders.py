@@ -499,12 +499,15 @@ async def test_e5_finds_the_sentence_a_question_asks_about_without_its_words(e5:
 
 
 async def test_batched_single_texts_keep_their_kind(e5: E5SmallEmbedder) -> None:
-    batching = BatchingEmbedder(e5, max_batch=8)
+    batching = BatchingEmbedder(make_embedder(EmbedderConfig(kind="e5-small")), max_batch=8)
     kinds = [i % 3 == 0 for i in range(12)]  # queries among documents, in one burst
-    got = await asyncio.gather(*(
-        (batching.embed_queries if query else batching.embed)([SENTENCES[i % len(SENTENCES)]])
-        for i, query in enumerate(kinds)
-    ))
+    try:
+        got = await asyncio.gather(*(
+            (batching.embed_queries if query else batching.embed)([SENTENCES[i % len(SENTENCES)]])
+            for i, query in enumerate(kinds)
+        ))
+    finally:
+        await batching.aclose()
     for i, (query, vector) in enumerate(zip(kinds, got, strict=True)):
         direct = await (e5.embed_queries if query else e5.embed)([SENTENCES[i % len(SENTENCES)]])
         assert np.allclose(vector, direct, atol=1e-5), (i, query)
@@ -512,7 +515,11 @@ async def test_batched_single_texts_keep_their_kind(e5: E5SmallEmbedder) -> None
 
 async def test_a_search_embeds_its_query_as_a_query(e5: E5SmallEmbedder) -> None:
     text = SENTENCES[0]
-    searched = await QueryVectors(BatchingEmbedder(e5)).vector(text)
+    batching = BatchingEmbedder(make_embedder(EmbedderConfig(kind="e5-small")))
+    try:
+        searched = await QueryVectors(batching).vector(text)
+    finally:
+        await batching.aclose()
     assert np.allclose(searched, (await e5.embed_queries([text]))[0], atol=1e-5)
     assert not np.allclose(searched, (await e5.embed([text]))[0], atol=1e-3)
 
