@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+import time
 
 import pytest
 from recall_hub.config import HubSettings
@@ -16,10 +17,11 @@ from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.search import screen, search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
+from recall_hub.store.keyword_index import COMMIT_INTERVAL_S
 from recall_schemas import BeadFilters, CreateBead, SearchBeads, SearchMode, UpdateBead, Visibility
 from recall_schemas.ids import new_id
 
-from tests.conftest import ClientFactory, World, new_ai
+from tests.conftest import ClientFactory, World, new_ai, until
 
 
 def searches_served(service: HubService) -> int:
@@ -48,6 +50,25 @@ async def test_a_writer_finds_its_writes_through_any_hub_and_every_hub_applies_t
             scopes = [f"private:{writer.ai_id}"]
             found = {w for w in words if service.ctx.keywords.search(scopes, [w], BeadFilters(), 5)}
             assert found == set(words)
+
+
+async def test_a_stream_of_writes_is_committed_in_batches_and_others_find_it_without_a_position(
+    connect: ClientFactory, hub_service: HubService
+) -> None:
+    """Each commit costs a segment merge soon after: the follow commits at most every COMMIT_INTERVAL_S
+    while writes keep coming, and still publishes them to readers that carry no position."""
+    index = hub_service.ctx.keywords
+    writer, reader = await connect(), await connect()
+    word = f"zs{secrets.token_hex(5)}"
+    commits, started = index.commits, time.monotonic()
+    made = [await writer.create_bead(f"stream {word} {i}", "one of many", visibility="global") for i in range(60)]
+    elapsed = time.monotonic() - started
+    assert index.commits - commits <= elapsed / COMMIT_INTERVAL_S + 2, (index.commits - commits, elapsed)
+
+    async def all_found() -> bool:
+        return len((await reader.search_beads(word, mode="keyword", limit=100)).hits) == len(made)
+
+    await until("every write found by a reader without the writer's position", all_found)
 
 
 async def test_another_client_given_the_writers_position_finds_its_writes_through_any_hub(

@@ -231,7 +231,9 @@ async def test_backlog_gauges_read_the_outbox_the_index_log_and_the_event_consum
         assert held.value("recall_keyword_index_lag_seconds") >= 0
     await until("the keyword index caught up",
                 lambda: _gauge_is(obs_hub, "recall_keyword_index_lag_entries", 0))
-    assert (await scrape(obs_hub)).value("recall_keyword_index_lag_seconds") == 0
+    caught_up = await scrape(obs_hub)
+    assert caught_up.value("recall_keyword_index_lag_seconds") == 0
+    assert caught_up.value("recall_keyword_index_commits") > held.value("recall_keyword_index_commits")
 
     # The event consumer: events published while it is stopped wait for it, and the hub is not ready.
     consumer: EventConsumer = obs_hub.events

@@ -85,6 +85,12 @@ class HubMetrics:
             "Age of the oldest index-log entry this process's keyword index has not applied (0: up to date)",
             registry=r,
         )
+        self.index_commits = Gauge(
+            "recall_keyword_index_commits",
+            "Commits of this process's keyword index since it started (a counter; each commit costs a segment "
+            "merge soon after)",
+            registry=r,
+        )
         self.sample_failures = Counter(
             "recall_sample_failures", "Backlog samples that failed or timed out (the gauge reads NaN then)",
             ["source"], registry=r,
@@ -160,4 +166,5 @@ class BacklogSampler:
     async def _keyword_index(self) -> None:
         behind, oldest_ms = await self.ctx.index_log.backlog(self.ctx.keywords.applied, INDEX_LAG_COUNT_MAX)
         self.metrics.index_lag_entries.set(behind)
+        self.metrics.index_commits.set(self.ctx.keywords.commits)
         self.metrics.index_lag_seconds.set(0.0 if oldest_ms is None else max(0, now_ms() - oldest_ms) / 1000)

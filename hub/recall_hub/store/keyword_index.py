@@ -243,6 +243,8 @@ class KeywordIndex:
         self.applied = ZERO
         """The newest index-log entry this index reflects."""
         self._committed_at = 0.0
+        self.commits = 0
+        """Commits since this process started (each a new segment, soon merged: see COMMIT_INTERVAL_S)."""
         self.ready = False
         """True once built from the graph (:meth:`rebuild`)."""
 
@@ -384,6 +386,7 @@ class KeywordIndex:
         await asyncio.to_thread(self._writer.commit)
         await asyncio.to_thread(self._index.reload)
         self._committed_at = time.monotonic()
+        self.commits += 1
         self._view = _View(self._index.searcher(), rows or self._view.rows)
         self._uncommitted_followers = {}
         self._uncommitted = set()
