@@ -289,6 +289,10 @@ class LocalEmbedder:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # Idle model threads sleep instead of spinning: they share the cores with the hub's event loop,
+        # Redis and NATS. Ingest 4k beads: 87-88% of the embedder alone instead of 83-84%; one text per
+        # call 0.1-0.3 ms slower (4.5 against 4.3 ms p50).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(str(model_path), sess_options=options,
                                            providers=["CPUExecutionProvider"])
