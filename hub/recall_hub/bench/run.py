@@ -528,6 +528,9 @@ def _falkordb_exec_ms(result: Any) -> float:
     return 0.0
 
 
+_MISSING = object()
+
+
 class HubProbe:
     """Per request, the time the in-process hub spends in FalkorDB, the embedder and the vector sets.
 
@@ -538,7 +541,7 @@ class HubProbe:
     def __init__(self) -> None:
         self.ns: dict[str, float] = dict.fromkeys(PROBE_BUCKETS, 0.0)
         self.queries = 0
-        self._wrapped: list[tuple[Any, str]] = []
+        self._wrapped: list[tuple[Any, str, Any]] = []
 
     def wrap(self, obj: Any, name: str, bucket: str, count: bool = False) -> None:
         original = getattr(obj, name, None)
@@ -554,8 +557,9 @@ class HubProbe:
                 self.ns["falkordb"] += _falkordb_exec_ms(result) * 1e6
             return result
 
+        own = vars(obj).get(name, _MISSING) if hasattr(obj, "__dict__") else _MISSING
         setattr(obj, name, timed)
-        self._wrapped.append((obj, name))
+        self._wrapped.append((obj, name, own))
 
     @classmethod
     def attach(cls, ctx: Any) -> HubProbe:
@@ -580,9 +584,14 @@ class HubProbe:
         self.queries = 0
 
     def detach(self) -> None:
-        for obj, name in reversed(self._wrapped):
-            with contextlib.suppress(AttributeError):
-                delattr(obj, name)
+        """Put back what was wrapped: an attribute the object held itself (the FalkorDB client binds
+        ``execute_command`` per instance) is restored, a method of its class shows through again."""
+        for obj, name, own in reversed(self._wrapped):
+            if own is _MISSING:
+                with contextlib.suppress(AttributeError):
+                    delattr(obj, name)
+            else:
+                setattr(obj, name, own)
         self._wrapped.clear()
 
 
