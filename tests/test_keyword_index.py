@@ -71,6 +71,27 @@ async def test_a_stream_of_writes_is_committed_in_batches_and_others_find_it_wit
     await until("every write found by a reader without the writer's position", all_found)
 
 
+async def test_a_vector_search_sees_its_callers_writes_without_the_index_committing_them(
+    connect: ClientFactory, hub_service: HubService
+) -> None:
+    index = hub_service.ctx.keywords
+    writer = await connect()
+    word = f"zv{secrets.token_hex(5)}"
+    retagged = await writer.create_bead(f"retagged {word}", "tagged old, then new", tags=["old"])
+    await until("the first write applied", lambda: index.applied == hub_service.ctx.index_log.last_appended)
+    async with index._lock:  # the index applies nothing meanwhile
+        commits = index.commits
+        await writer.update_bead(retagged.bead_id, tags=["new"])
+        fresh = await writer.create_bead(f"fresh {word}", "written while the index waits", tags=["new"])
+        hits = (await writer.search_beads(f"retagged fresh {word}", mode="vector", filters={"tags": ["new"]})).hits
+        assert {h.bead.bead_id for h in hits} >= {retagged.bead_id, fresh.bead_id}
+        # The index still holds the old tag: without the caller's position, screening by it drops the bead.
+        assert index.screen([f"private:{writer.ai_id}"], [retagged.bead_id], BeadFilters(tags=["new"]))[0] == {}
+        assert index.commits == commits
+    hits = (await writer.search_beads(word, mode="keyword", filters={"tags": ["new"]})).hits
+    assert {h.bead.bead_id for h in hits} == {retagged.bead_id, fresh.bead_id}
+
+
 async def test_another_client_given_the_writers_position_finds_its_writes_through_any_hub(
     connect: ClientFactory, settings: HubSettings
 ) -> None:

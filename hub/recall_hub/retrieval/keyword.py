@@ -15,6 +15,7 @@ from typing import Any
 from recall_schemas import BeadFilters
 
 from recall_hub.context import HubContext
+from recall_hub.retrieval.freshness import keyword_index_caught_up
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -59,6 +60,7 @@ async def keyword_candidates(
         return [], {}
     if not ctx.keywords.ready:
         await ctx.keywords.catch_up()
+    await keyword_index_caught_up(ctx)
     if in_thread:
         return await asyncio.to_thread(ctx.keywords.search_screened, scopes, terms, filters, limit)
     return ctx.keywords.search_screened(scopes, terms, filters, limit)

@@ -63,7 +63,6 @@ from recall_schemas.requests import (
     INDEX_AFTER_HEADER,
     INDEX_SEQ_HEADER,
     REQUEST_ID_HEADER,
-    index_seq_key,
 )
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
 
@@ -73,6 +72,7 @@ from recall_hub.ops.dispatch import dispatch
 from recall_hub.ops.history import cut_history, history_items
 from recall_hub.ops.listing import PAGED_OPERATIONS, cursor_after
 from recall_hub.ops.trust import cut_stale
+from recall_hub.retrieval.freshness import reading_after
 from recall_hub.retrieval.search import KEYWORD_READERS, render
 from recall_hub.service.metrics import HubMetrics
 from recall_hub.service.tracing import Tracing
@@ -596,28 +596,16 @@ class HubService:
             self.metrics.rejected("busy")
             raise
 
-    async def _catch_up_to(self, headers: Mapping[str, str] | None) -> None:
-        """Bring the keyword index up to the caller's last write (from any hub), within a bound."""
-        after = headers.get(INDEX_AFTER_HEADER) if headers else None
-        if not after:
-            return
+    async def _handed_off_done(self) -> None:
+        """Wait, bounded, for the vectors of writes handed off (``create_settle``) before a read that must see
+        its caller's writes; the keyword index is brought up to them where it is read
+        (:mod:`~recall_hub.retrieval.freshness`)."""
         try:
             async with asyncio.timeout(self.ctx.settings.index_wait_s):
-                await self.ctx.background.wait_for_earlier()  # vectors of writes handed off (create_settle)
-                if index_seq_key(after) > index_seq_key(self.ctx.keywords.applied):
-                    await self.ctx.keywords.catch_up(after[:64])
+                await self.ctx.background.wait_for_earlier()
         except TimeoutError:
-            log.warning(
-                "keyword index still behind %s after %.1f s; answering from %s",
-                after[:64],
-                self.ctx.settings.index_wait_s,
-                self.ctx.keywords.applied,
-            )
-        except Exception as exc:  # the index log's Redis away (a dead primary): the wait is for freshness only
-            log.warning(
-                "keyword index cannot catch up to %s (%s: %s); answering from %s",
-                after[:64], type(exc).__name__, exc, self.ctx.keywords.applied,
-            )
+            log.warning("handed-off writes still running after %.1f s; answering meanwhile",
+                        self.ctx.settings.index_wait_s)
 
     def _check_deadline(self, deadline: int | None, stage: str) -> None:
         """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
@@ -651,9 +639,13 @@ class HubService:
                 try:
                     async with admitted.running, self._slots:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
-                        if op in KEYWORD_READERS:
-                            await self._catch_up_to(request.headers)
-                        body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
+                        after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
+                        if op not in KEYWORD_READERS:
+                            after = None
+                        elif after:
+                            await self._handed_off_done()
+                        with reading_after(after):
+                            body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:
                     error, code = _describe(exc), exc.code.value
                     await _answer_error(request, exc)
