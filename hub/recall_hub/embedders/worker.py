@@ -1,0 +1,46 @@
+"""The one thread an in-process model runs on: the event loop never blocks on inference, and concurrent
+calls queue instead of oversubscribing the CPU (the model has its own intra-op threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from recall_hub.embedders.base import EmbedderError
+
+T = TypeVar("T")
+
+
+class ModelThread:
+    def __init__(self, name: str) -> None:
+        """``name``: the embedder's, for errors and the thread's name."""
+        self.name = name
+        self.lock = threading.Lock()
+        """Held to start or stop the thread; embedders also load their model under it."""
+        self.closed = False
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def run(self, work: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._started(), work, *args)
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise EmbedderError(f"the {self.name} embedder is closed")
+
+    def close(self) -> None:
+        """Stop the thread, after the call in flight (blocks: call it off the event loop)."""
+        with self.lock:
+            self.closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    def _started(self) -> ThreadPoolExecutor:
+        with self.lock:
+            self.check_open()
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"recall-{self.name}")
+            return self._executor
