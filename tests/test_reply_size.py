@@ -119,6 +119,7 @@ async def world(small_stack: EmbeddedStack, small_hub: HubService) -> AsyncItera
     for bead_id in w.bead_ids:
         await owner.add_relationship(hub_bead.bead_id, bead_id, "RELATED_TO", strength=0.5)
     w.bead_ids.append(hub_bead.bead_id)
+    await small_hub.ctx.keywords.catch_up()  # raw requests below carry no index position
     yield w
     for client in w.clients:
         await client.close()

@@ -209,6 +209,8 @@ async def build_world(new_client: NewClient, vis: Visibility, linked: bool = Fal
     if sees("member", vis):
         assert (await ex_member.get_bead(target.bead_id)).bead_id == target.bead_id
     await ops.remove_member(group.group_id, ex_member.ai_id)
+    for reader in (ops, *people):  # as the creator would tell its team "I wrote it"
+        reader.read_after(creator.index_position)
     return World(vis, ops, by_role, group.group_id, session_id, word, tag, target, anchor)
 
 
