@@ -7,7 +7,7 @@ then asks what it needs:
 * a keyword search must find the caller's writes by their words, so :func:`keyword_index_caught_up`
   brings the index up to the position (applying, committing: milliseconds, and a segment merge soon
   after);
-* screening — what a vector-only search, ``why`` or ``find``-like reads use the index for — needs no
+* screening — what a vector-only search or ``why`` uses the index for — needs no
   commit: :func:`written_since_index` names the beads written between the index and the position, and
   those are screened by the graph like a bead the index has never seen.
 """
