@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from recall_schemas.requests import index_seq_key as seq_key
@@ -34,33 +35,41 @@ UNAPPLIED_MAX = 256
 """Beyond this many log entries between the index and a caller's position, screening reads every
 candidate from the graph instead of naming the changed ones."""
 
-_read_after: ContextVar[str | None] = ContextVar("recall_read_after", default=None)
+@dataclass
+class _Demand:
+    position: str
+    unapplied: dict[str, set[str] | None] = field(default_factory=dict)
+    """What :func:`written_since_index` found, by the index position it read from (one log read a request)."""
+
+
+_demand: ContextVar[_Demand | None] = ContextVar("recall_read_after", default=None)
 
 
 @contextmanager
 def reading_after(position: str | None) -> Iterator[None]:
     """Within this block, reads must see every write up to ``position`` (None: no such demand)."""
-    token = _read_after.set(position[:64] if position else None)
+    token = _demand.set(_Demand(position[:64]) if position else None)
     try:
         yield
     finally:
-        _read_after.reset(token)
+        _demand.reset(token)
 
 
-def _ahead(ctx: HubContext) -> str | None:
-    """The caller's position when the keyword index has not applied it yet."""
-    after = _read_after.get()
-    if after is None or seq_key(after) <= seq_key(ctx.keywords.applied):
+def _ahead(ctx: HubContext) -> _Demand | None:
+    """The caller's demand when the keyword index has not applied its position yet."""
+    demand = _demand.get()
+    if demand is None or seq_key(demand.position) <= seq_key(ctx.keywords.applied):
         return None
-    return after
+    return demand
 
 
 async def keyword_index_caught_up(ctx: HubContext) -> None:
     """Bring the keyword index up to the caller's position, within ``index_wait_s`` (then answer from what it
     has, and log it)."""
-    after = _ahead(ctx)
-    if after is None:
+    demand = _ahead(ctx)
+    if demand is None:
         return
+    after = demand.position
     try:
         async with asyncio.timeout(ctx.settings.index_wait_s):
             await ctx.keywords.catch_up(after)
@@ -76,10 +85,18 @@ async def written_since_index(ctx: HubContext) -> set[str] | None:
     """The beads named in the index log after what the keyword index has applied, when the caller's position
     lies beyond it (empty when it does not); None when they cannot be named (the log unreadable, too many
     entries, a rebuild asked for): then no screening by the index can be trusted for this request."""
-    if _ahead(ctx) is None:
+    demand = _ahead(ctx)
+    if demand is None:
         return set()
+    applied = ctx.keywords.applied
+    if applied not in demand.unapplied:
+        demand.unapplied[applied] = await _named_after(ctx, applied)
+    return demand.unapplied[applied]
+
+
+async def _named_after(ctx: HubContext, applied: str) -> set[str] | None:
     try:
-        entries = await ctx.index_log.after(ctx.keywords.applied, UNAPPLIED_MAX + 1)
+        entries = await ctx.index_log.after(applied, UNAPPLIED_MAX + 1)
     except Exception as exc:
         log.warning("index log unreadable (%s: %s): screening by the graph", type(exc).__name__, exc)
         return None
