@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
 from recall_schemas import (
     BeadFilters,
     ContextBlock,
@@ -49,7 +50,7 @@ from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
-from recall_hub.store.records import bead_from_props
+from recall_hub.store.records import bead_fields, bead_from_props
 from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
@@ -65,6 +66,8 @@ HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 ADMIT_FROM = 5
 """Hybrid search admits the session neighbours of this many best candidates as candidates."""
+_HITS = TypeAdapter(list[SearchHit])
+"""Hits are validated as one list: one call into pydantic for a page of them, not four a hit."""
 
 
 async def vector_candidates(
@@ -279,24 +282,23 @@ async def _hydrate(
         if sum(1 for weighed, _ in done if weighed.score >= bound) >= limit:
             break
     done.sort(key=lambda item: (-item[0].score, item[0].entry.bead_id))
-    return [_hit(weighed, props) for weighed, props in done[:limit]]
+    return _HITS.validate_python([_hit_fields(weighed, props) for weighed, props in done[:limit]])
 
 
-def _hit(weighed: _Weighed, props: dict[str, Any]) -> SearchHit:
+def _hit_fields(weighed: _Weighed, props: dict[str, Any]) -> dict[str, Any]:
     entry, notes = weighed.entry, weighed.notes
     if entry.context_from is not None:
         notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
-    notes = [*entry.notes, *notes]
-    return SearchHit(
-        bead=bead_from_props(props),
-        score=weighed.score,
-        explanation=ScoreExplanation(
-            sources=[RankSource(list=name, rank=r, raw_score=raw) for name, r, raw in entry.sources],
-            relevance=entry.relevance,
-            prior=weighed.multiplier,
-            notes=notes,
-        ),
-    )
+    return {
+        "bead": bead_fields(props),
+        "score": weighed.score,
+        "explanation": {
+            "sources": [{"list": name, "rank": r, "raw_score": raw} for name, r, raw in entry.sources],
+            "relevance": entry.relevance,
+            "prior": weighed.multiplier,
+            "notes": [*entry.notes, *notes],
+        },
+    }
 
 
 def source_of(bead: MemoryBead) -> str:

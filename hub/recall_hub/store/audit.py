@@ -80,22 +80,36 @@ def bead_ids_of(*messages: BaseModel | None, held: set[str] | None = None) -> li
 @functools.cache
 def _id_fields(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
     """The fields of ``model`` that name a bead ("id"), list bead ids ("ids"), or hold models that may
-    ("nested"); a bead's tags, texts and metadata are never walked."""
+    ("nested"); a bead's tags, texts and metadata are never walked, nor models that cannot name a bead
+    (a search hit's score explanation)."""
     fields = []
     for key, info in model.model_fields.items():
         if key in BEAD_ID_FIELDS:
             fields.append((key, "id"))
         elif key in ("bead_ids", "seeds"):
             fields.append((key, "ids"))
-        elif _holds_models(info.annotation):
+        elif any(_may_name_beads(nested) for nested in _models_in(info.annotation)):
             fields.append((key, "nested"))
     return tuple(fields)
 
 
-def _holds_models(annotation: Any) -> bool:
+def _may_name_beads(model: type[BaseModel], entered: frozenset[type[BaseModel]] = frozenset()) -> bool:
+    """Whether a value of ``model`` can hold a bead id at any depth (a model met again on the way cannot add
+    one the first meeting does not)."""
+    if model in entered:
+        return False
+    for key, info in model.model_fields.items():
+        if key in BEAD_ID_FIELDS or key in ("bead_ids", "seeds"):
+            return True
+        if any(_may_name_beads(nested, entered | {model}) for nested in _models_in(info.annotation)):
+            return True
+    return False
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return True
-    return any(_holds_models(arg) for arg in typing.get_args(annotation))
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
 
 
 _RECORD = """

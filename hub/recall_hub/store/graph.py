@@ -183,9 +183,21 @@ def compact_value(cell: list[Any]) -> Any:
     """One value of FalkorDB's compact result set: ``[type, payload]``."""
     kind, payload = cell
     if kind == _STRING:
-        return payload.decode() if isinstance(payload, bytes) else payload
+        return payload.decode() if type(payload) is bytes else payload
     if kind == _INTEGER:
         return int(payload)
+    if kind == _MAP:  # the common case (properties of a bead) read inline: most of its values are scalars
+        found = {}
+        pairs = iter(payload)
+        for key, (value_kind, value) in zip(pairs, pairs, strict=True):
+            name = key.decode() if type(key) is bytes else key
+            if value_kind == _STRING:
+                found[name] = value.decode() if type(value) is bytes else value
+            elif value_kind == _INTEGER:
+                found[name] = int(value)
+            else:
+                found[name] = compact_value([value_kind, value])
+        return found
     if kind == _NULL:
         return None
     if kind == _ARRAY:
@@ -194,11 +206,6 @@ def compact_value(cell: list[Any]) -> Any:
         return payload in (b"true", "true")
     if kind == _DOUBLE:
         return float(payload)
-    if kind == _MAP:
-        return {
-            (payload[i].decode() if isinstance(payload[i], bytes) else payload[i]): compact_value(payload[i + 1])
-            for i in range(0, len(payload), 2)
-        }
     raise TypeError(f"values() reads plain values only, not FalkorDB type {kind}")
 
 

@@ -30,31 +30,37 @@ def bead_from_node(node: Node) -> MemoryBead:
 
 
 def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
-    return MemoryBead(
-        bead_id=p["bead_id"],
-        title=p["title"],
-        content=p.get("content", ""),
-        content_hash=p["content_hash"],
-        bead_type=p["bead_type"],
-        importance=p["importance"],
-        tags=p.get("tags") or [],
-        created_at=from_ms(p["created_at"]),
-        updated_at=from_ms(p["updated_at"]),
-        accessed_at=from_ms(p["accessed_at"]),
-        created_by=p["created_by"],
-        session_id=p.get("session_id"),
-        subsession_id=p.get("subsession_id"),
-        group_id=p.get("group_id"),
-        visibility=p["visibility"],
-        metadata=json.loads(p.get("metadata") or "{}"),
-        status=p.get("status", "active"),
-        provenance=p.get("provenance", "authored"),
-        corroborated_by=p.get("corroborated_by") or [],
-        version=p.get("version") or 1,
-        trust=trust_marks_of(p),
-        valid_from=from_ms(p["valid_from"]) if p.get("valid_from") is not None else None,
-        valid_to=from_ms(p["valid_to"]) if p.get("valid_to") is not None else None,
-    )
+    return MemoryBead.model_validate(bead_fields(p))
+
+
+def bead_fields(p: Mapping[str, Any]) -> dict[str, Any]:
+    """A bead's stored properties as :class:`MemoryBead`'s fields, for validating it as part of a larger
+    message in one call (a search hit) rather than bead by bead."""
+    return {
+        "bead_id": p["bead_id"],
+        "title": p["title"],
+        "content": p.get("content", ""),
+        "content_hash": p["content_hash"],
+        "bead_type": p["bead_type"],
+        "importance": p["importance"],
+        "tags": p.get("tags") or [],
+        "created_at": from_ms(p["created_at"]),
+        "updated_at": from_ms(p["updated_at"]),
+        "accessed_at": from_ms(p["accessed_at"]),
+        "created_by": p["created_by"],
+        "session_id": p.get("session_id"),
+        "subsession_id": p.get("subsession_id"),
+        "group_id": p.get("group_id"),
+        "visibility": p["visibility"],
+        "metadata": json.loads(p.get("metadata") or "{}"),
+        "status": p.get("status", "active"),
+        "provenance": p.get("provenance", "authored"),
+        "corroborated_by": p.get("corroborated_by") or [],
+        "version": p.get("version") or 1,
+        "trust": trust_marks_of(p),
+        "valid_from": from_ms(p["valid_from"]) if p.get("valid_from") is not None else None,
+        "valid_to": from_ms(p["valid_to"]) if p.get("valid_to") is not None else None,
+    }
 
 
 def relationship_from_edge(edge: Edge, from_id: str, to_id: str) -> Relationship:
