@@ -14,13 +14,15 @@ in any scope was walked and intersected with the scopes (5x the time at 100k bea
 returned is still read from the graph, visibility checked in that query
 (:mod:`recall_hub.retrieval.search`).
 
-Scores are Okapi BM25 with the term statistics *of the caller's scopes*: each word is counted on its
-own inside the scopes, which gives its document frequency there, and the query weighs each word by
-the ratio of that in-scope IDF to the whole index's IDF — so tantivy's own BM25 (term frequency and
-length normalisation), computed and ranked in one query, comes out with the in-scope IDF. So a
-score tells nothing about beads the caller cannot see (a whole-index IDF would say whether some
-invisible bead holds a word); only the mean document length of the whole index enters the length
-normalisation.
+Scores are Okapi BM25 with the term statistics *of the caller's scopes*: a word's document frequency
+there is the sum of its scoped terms' (read from the term dictionary, like the scopes' sizes: no
+counting at query time), and the query weighs each word by the ratio of that in-scope IDF to the whole
+index's IDF — so tantivy's own BM25 (term frequency and length normalisation), computed and ranked in
+one query, comes out with the in-scope IDF. So a score tells nothing about beads the caller cannot see
+(a whole-index IDF would say whether some invisible bead holds a word); only the mean document length of
+the whole index enters the length normalisation. Like tantivy's and Lucene's own statistics, the term
+dictionary counts a replaced or deleted document until its segment merges. With filters (tags, type,
+...) the in-scope figures are counted by queries instead, once per commit.
 
 The index is kept current from :mod:`recall_hub.store.index_log`: :meth:`KeywordIndex.catch_up`
 applies every entry after the last applied one (reading each named bead's current state), commits,
@@ -446,7 +448,10 @@ class KeywordIndex:
         searcher = view.searcher
         narrowed = self._narrowing(filters)  # the filters beyond the scopes, if any
         key = (tuple(scopes), filters.model_dump_json())
-        in_scope = view.count(key, "", lambda: self._restriction(scopes, filters))
+        if narrowed:
+            in_scope = view.count(key, "", lambda: self._restriction(scopes, filters))
+        else:  # each bead is in one scope: the scopes' sizes add up, read from the term dictionary
+            in_scope = sum(searcher.doc_freq("scope", scope) for scope in scopes)
         if in_scope == 0:
             return [], {}
         everywhere = max(searcher.num_docs, 1)
@@ -458,7 +463,10 @@ class KeywordIndex:
             if not found:
                 continue
             words = [tantivy.Query.term_query(self.schema, "text", t, index_option="freq") for t, _ in found]
-            df_scope = view.count(key, token, partial(_all_of, [_any(words), *narrowed]))
+            if narrowed:
+                df_scope = view.count(key, token, partial(_all_of, [_any(words), *narrowed]))
+            else:
+                df_scope = sum(df for _, df in found)
             if df_scope == 0:
                 continue
             # tantivy scores each scoped term with its own IDF in the whole index; the boost turns it into
