@@ -390,3 +390,42 @@ async def test_a_word_finds_exactly_the_callers_beads_that_hold_it_and_equal_tex
         assert all(len(scores) == 1 for scores in by_text.values()), by_text
         # Ties are in bead-id order.
         assert found == sorted(found, key=lambda hit: (-hit[1], hit[0]))
+
+
+async def test_beads_in_scopes_the_caller_may_not_see_move_none_of_its_scores() -> None:
+    """Scores use the statistics of the caller's scopes: beads holding the same words in scopes it cannot see
+    change neither what its search finds nor the scores (with a filter or without). Every text has the same
+    length, so the whole index's mean length — the one figure not taken in scope — stays put."""
+    from typing import cast
+
+    from recall_hub.store.beads import BeadStore
+    from recall_hub.store.index_log import IndexLog
+    from recall_hub.store.keyword_index import KeywordIndex
+
+    rng = random.Random(12)
+    mine = ["global", "group:g_1", "private:a_1"]
+    others = ["group:g_2", "private:a_2"]
+    vocabulary = [f"w{i}" for i in range(30)]
+
+    def bead(i: int, scope: str) -> dict[str, object]:
+        kind, _, owner = scope.partition(":")
+        return {
+            "bead_id": f"b_{i:04d}", "title": " ".join(rng.choices(vocabulary, k=8)), "visibility": kind,
+            "group_id": owner if kind == "group" else None, "created_by": owner if kind == "private" else "a_0",
+            "tags": [rng.choice(["t", "u"])], "importance": 5, "created_at": i,
+        }
+
+    visible = [bead(i, rng.choice(mine)) for i in range(300)]
+    hidden = [bead(1000 + i, rng.choice(others)) for i in range(300)]
+    alone = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
+    await alone.load(visible)
+    shared = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
+    await shared.load(visible + hidden)
+    for _ in range(100):
+        scopes = rng.sample(mine, rng.randint(1, len(mine)))
+        words = rng.sample(vocabulary, rng.randint(1, 3))
+        filters = BeadFilters(tags=["t"]) if rng.random() < 0.3 else BeadFilters()
+        expected = dict(alone.search(scopes, words, filters, limit=600))
+        found = dict(shared.search(scopes, words, filters, limit=600))
+        assert found.keys() == expected.keys()
+        assert all(found[b] == pytest.approx(expected[b], rel=1e-4) for b in found), (found, expected)
