@@ -447,8 +447,8 @@ class KeywordIndex:
         view = self._view
         searcher = view.searcher
         narrowed = self._narrowing(filters)  # the filters beyond the scopes, if any
-        key = (tuple(scopes), filters.model_dump_json())
-        if narrowed:
+        if narrowed:  # counted by queries, kept per commit under these scopes and filters
+            key = (tuple(scopes), filters.model_dump_json())
             in_scope = view.count(key, "", lambda: self._restriction(scopes, filters))
         else:  # each bead is in one scope: the scopes' sizes add up, read from the term dictionary
             in_scope = sum(searcher.doc_freq("scope", scope) for scope in scopes)
