@@ -13,7 +13,6 @@ the engine uses ``threads`` OpenMP threads (it reads ``OMP_NUM_THREADS``, which 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -64,7 +63,7 @@ class E5SmallEmbedder:
         await self.embed(["warm up"])
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        await self._thread.aclose()
 
     def close(self) -> None:
         self._thread.close()
@@ -72,11 +71,7 @@ class E5SmallEmbedder:
             self._model = None
 
     async def _embed(self, texts: Sequence[str], kind: str) -> np.ndarray:
-        items = check_texts(texts)
-        self._thread.check_open()
-        if not items:
-            return np.zeros((0, E5_DIM), dtype=np.float32)
-        return await self._thread.run(self.embed_sync, items, kind)
+        return await self._thread.vectors(texts, E5_DIM, self.embed_sync, kind)
 
     def embed_sync(self, texts: Sequence[str], kind: str = _PASSAGE) -> np.ndarray:
         """The vectors of ``texts`` as ``kind`` ("passage" or "query"), on the calling thread."""

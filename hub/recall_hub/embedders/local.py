@@ -21,7 +21,6 @@ intra-op threads. The model is loaded once, on first use (or :meth:`LocalEmbedde
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -139,11 +138,7 @@ class LocalEmbedder:
         return LOCAL_DIM
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        items = check_texts(texts)
-        self._thread.check_open()
-        if not items:
-            return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        return await self._thread.run(self.embed_sync, items)
+        return await self._thread.vectors(texts, LOCAL_DIM, self.embed_sync)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return await self.embed(texts)  # a symmetric model
@@ -153,8 +148,7 @@ class LocalEmbedder:
         await self.embed(["warm up"])
 
     async def aclose(self) -> None:
-        # Waits for a batch in flight; off the loop so the loop keeps running meanwhile.
-        await asyncio.to_thread(self.close)
+        await self._thread.aclose()
 
     def close(self) -> None:
         """Synchronous :meth:`aclose`: stop the worker thread and release the session."""

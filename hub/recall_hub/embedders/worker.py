@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from recall_hub.embedders.base import EmbedderError
+import numpy as np
+
+from recall_hub.embedders.base import EmbedderError, check_texts
 
 T = TypeVar("T")
 
@@ -25,6 +27,20 @@ class ModelThread:
 
     async def run(self, work: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._started(), work, *args)
+
+    async def vectors(
+        self, texts: Sequence[str], dim: int, work: Callable[..., np.ndarray], *args: object
+    ) -> np.ndarray:
+        """``work(texts, *args)`` on this thread, the texts checked first; no texts, no call."""
+        items = check_texts(texts)
+        self.check_open()
+        if not items:
+            return np.zeros((0, dim), dtype=np.float32)
+        return await self.run(work, items, *args)
+
+    async def aclose(self) -> None:
+        """:meth:`close` off the event loop, which keeps running while a batch in flight finishes."""
+        await asyncio.to_thread(self.close)
 
     def check_open(self) -> None:
         if self.closed:
