@@ -13,6 +13,7 @@ from recall_schemas import (
 )
 
 from .client import RecallClient
+from .conflicts import retry_on_conflict
 
 __all__ = [
     "Conflict",
@@ -25,4 +26,5 @@ __all__ = [
     "RecallError",
     "RecallTimeout",
     "Unavailable",
+    "retry_on_conflict",
 ]

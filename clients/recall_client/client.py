@@ -8,7 +8,6 @@ import collections
 import contextlib
 import json
 import logging
-import random
 import re
 import time
 import uuid
@@ -32,7 +31,6 @@ from recall_schemas import (
     AuditTrail,
     BeadHistory,
     BeadList,
-    Conflict,
     ContextBlock,
     CreateBead,
     CreateBeads,
@@ -45,6 +43,7 @@ from recall_schemas import (
     DeleteBead,
     Deleted,
     DuplicateReport,
+    EditBead,
     ErrorReply,
     FindSimilar,
     GetAuditLog,
@@ -102,6 +101,7 @@ from recall_schemas.requests import (
 )
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
 
+from .conflicts import DEFAULT_ATTEMPTS, retry_on_conflict
 from .events import EventPublisher
 from .tracing import client_span, tracing_from_env
 
@@ -482,20 +482,39 @@ class RecallClient:
         return await self.call("update_bead", request, MemoryBead)
 
     async def modify_bead(
-        self, bead_id: str, change: Callable[[MemoryBead], dict[str, Any]], attempts: int = 20
+        self, bead_id: str, change: Callable[[MemoryBead], dict[str, Any]], attempts: int = DEFAULT_ATTEMPTS
     ) -> MemoryBead:
         """Read-modify-write without losing concurrent changes: read the bead, ask ``change`` for the
-        fields to set (e.g. ``lambda b: {"tags": [*b.tags, "seen"]}``), write them if nobody changed
-        the bead meanwhile, and start over from a fresh read if somebody did."""
-        for attempt in range(attempts):
+        fields to set (e.g. ``lambda b: {"content": b.content + " (checked)"}``), write them if nobody
+        changed the bead meanwhile, and start over from a fresh read if somebody did
+        (:func:`~recall_client.retry_on_conflict`). For tags, metadata keys and importance,
+        :meth:`edit_bead` needs no read at all."""
+
+        async def attempt() -> MemoryBead:
             bead = await self.get_bead(bead_id)
-            try:
-                return await self.update_bead(bead_id, if_version=bead.version, **change(bead))
-            except Conflict:
-                if attempt == attempts - 1:
-                    raise
-                await asyncio.sleep(random.uniform(0, 0.005 * (attempt + 1)))  # back off, then read again
-        raise AssertionError("unreachable")
+            return await self.update_bead(bead_id, if_version=bead.version, **change(bead))
+
+        return await retry_on_conflict(attempt, attempts)
+
+    async def edit_bead(
+        self,
+        bead_id: str,
+        *,
+        add_tags: Sequence[str] = (),
+        remove_tags: Sequence[str] = (),
+        set_metadata: Mapping[str, Any] | None = None,
+        remove_metadata: Sequence[str] = (),
+        add_importance: int = 0,
+        if_version: int | None = None,
+    ) -> MemoryBead:
+        """Change tags, metadata keys and importance relative to the bead's current state, atomically on the
+        hub: concurrent edits never lose each other (``add_importance=1`` from ten agents adds ten)."""
+        request = _build(
+            EditBead, bead_id=bead_id, add_tags=list(add_tags), remove_tags=list(remove_tags),
+            set_metadata=dict(set_metadata or {}), remove_metadata=list(remove_metadata),
+            add_importance=add_importance, if_version=if_version,
+        )
+        return await self.call("edit_bead", request, MemoryBead)
 
     async def delete_bead(self, bead_id: str, *, if_version: int | None = None) -> Deleted:
         return await self.call("delete_bead", _build(DeleteBead, bead_id=bead_id, if_version=if_version), Deleted)
@@ -688,7 +707,8 @@ class RecallClient:
     # --- agent state ----------------------------------------------------------------------------
 
     async def ai_state_save(self, **fields: Any) -> c.AIState:
-        """Save any of todos, working_notes, context_summary, custom_state (others stay)."""
+        """Save any of todos, working_notes, context_summary, custom_state (others stay). With ``if_version``
+        (the ``version`` of the state read), only if nobody saved since, else :class:`Conflict`."""
         return await self.call("ai_state_save", _build(c.SaveAIState, **fields), c.AIState)
 
     async def ai_state_get(self) -> c.AIState:
@@ -729,8 +749,13 @@ class RecallClient:
 
     # --- key-value memory -----------------------------------------------------------------------
 
-    async def learn(self, key: str, value: str, metadata: dict[str, Any] | None = None) -> c.KVEntry:
-        return await self.call("learn", _build(c.Learn, key=key, value=value, metadata=metadata or {}), c.KVEntry)
+    async def learn(
+        self, key: str, value: str, metadata: dict[str, Any] | None = None, *, if_version: int | None = None
+    ) -> c.KVEntry:
+        """Remember ``value`` under ``key``. With ``if_version`` (the ``version`` of the entry read; 0 for a key
+        not learnt yet), only if nobody changed it since, else :class:`Conflict`."""
+        request = _build(c.Learn, key=key, value=value, metadata=metadata or {}, if_version=if_version)
+        return await self.call("learn", request, c.KVEntry)
 
     async def recall(self, key: str, max_length: int | None = None) -> c.KVEntry:
         return await self.call("recall", _build(c.Recall, key=key, max_length=max_length), c.KVEntry)

@@ -80,6 +80,9 @@ class AIState(WireModel):
     custom_state: dict[str, Any] = Field(default_factory=dict)
     updated_at: datetime | None = None
     inherited_from: list[AiId] = Field(default_factory=list, description="Identities whose state was transferred in")
+    version: int = Field(
+        default=0, ge=0, description="0 before the first save, +1 on every change; see SaveAIState.if_version"
+    )
 
 
 class SaveAIState(WireModel):
@@ -89,6 +92,11 @@ class SaveAIState(WireModel):
     working_notes: Annotated[str, Field(max_length=65536)] | None = None
     context_summary: Annotated[str, Field(max_length=65536)] | None = None
     custom_state: dict[str, Any] | None = None
+    if_version: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="Save only if the state is still at this version (0: never saved); otherwise 'conflict' with "
+        "the current version. Without it, the fields given replace whatever is there",
+    )
 
 
 class GetAIState(WireModel):
@@ -168,12 +176,18 @@ class KVEntry(WireModel):
     value: str
     metadata: Metadata = Field(default_factory=dict)
     updated_at: datetime
+    version: int = Field(default=1, ge=1, description="1 when first learnt, +1 on every change; see Learn.if_version")
 
 
 class Learn(WireModel):
     key: Key
     value: Annotated[str, Field(max_length=65536)]
     metadata: Metadata = Field(default_factory=dict)
+    if_version: Annotated[int, Field(ge=0)] | None = Field(
+        default=None,
+        description="Store only if the key is still at this version (0: only if nothing is learnt under it yet); "
+        "otherwise 'conflict' with the current version",
+    )
 
 
 class Recall(WireModel):

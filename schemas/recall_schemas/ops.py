@@ -38,6 +38,10 @@ OPERATIONS: dict[str, Operation] = {
         ),
         Operation("get_bead", r.GetBead, MemoryBead, "Read one bead (touches accessed_at)"),
         Operation("update_bead", r.UpdateBead, MemoryBead, "Change fields of a bead"),
+        Operation(
+            "edit_bead", r.EditBead, MemoryBead,
+            "Add or remove tags and metadata keys, raise or lower importance; concurrent edits never lose each other",
+        ),
         Operation("delete_bead", r.DeleteBead, r.Deleted, "Delete a bead and its relationships"),
         Operation("search_beads", r.SearchBeads, r.SearchResult, "Search visible beads"),
         Operation("find_similar", r.FindSimilar, r.SearchResult, "Beads whose meaning is close to a bead's"),

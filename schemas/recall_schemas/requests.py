@@ -30,6 +30,8 @@ from .models import (
 from .validity import AS_OF, VALID_AT, VALID_FROM, VALID_TO, DateWindow, UtcTime, check_interval
 
 Limit = Annotated[int, Field(ge=1, le=500)]
+MAX_TAGS = 32
+"""Tags one bead may carry."""
 DEADLINE_HEADER = "Recall-Deadline"
 """Request header: when the caller stops waiting, as absolute Unix epoch milliseconds (the client sends
 its send time + timeout). The hub skips a request whose deadline passed before it could start it."""
@@ -70,7 +72,7 @@ class CreateBead(WireModel):
     content: Content = ""
     bead_type: BeadType = BeadType.FACT
     importance: Importance = 5
-    tags: list[Tag] = Field(default_factory=list, max_length=32)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     session_id: SessionId | None = None
     subsession_id: Annotated[str, Field(max_length=64)] | None = None
     group_id: GroupId | None = None
@@ -126,7 +128,7 @@ class BeadUpdates(WireModel):
     content: Content | None = None
     bead_type: BeadType | None = None
     importance: Importance | None = None
-    tags: list[Tag] | None = Field(default=None, max_length=32)
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
     metadata: Metadata | None = None
     status: BeadStatus | None = None
     visibility: Visibility | None = None
@@ -149,6 +151,39 @@ class UpdateBead(WireModel):
     if_version: Version | None = Field(
         default=None, description="Apply only if the bead's version is still this one; otherwise 'conflict'"
     )
+
+
+class EditBead(WireModel):
+    """Changes relative to the bead's current state, applied atomically: concurrent edits of one bead never
+    lose each other (two agents adding a tag each both find their tag), unlike an ``update_bead`` of a list
+    read a moment before. Removals apply before additions; a field left empty changes nothing."""
+
+    bead_id: BeadId
+    add_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS, description="Tags to add if missing")
+    remove_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS, description="Tags to remove if present")
+    set_metadata: Metadata = Field(
+        default_factory=dict, description="Metadata keys to set (added or replaced); other keys stay"
+    )
+    remove_metadata: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=64, description="Metadata keys to remove if present"
+    )
+    add_importance: Annotated[int, Field(ge=-10, le=10)] = Field(
+        default=0, description="Added to the importance, which stays within 0..10 (negative lowers it)"
+    )
+    if_version: Version | None = Field(
+        default=None, description="Apply only if the bead's version is still this one; otherwise 'conflict'"
+    )
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> EditBead:
+        if not (self.add_tags or self.remove_tags or self.set_metadata or self.remove_metadata or self.add_importance):
+            raise ValueError("nothing to change: give add_tags, remove_tags, set_metadata, remove_metadata or "
+                             "add_importance")
+        if both := set(self.add_tags) & set(self.remove_tags):
+            raise ValueError(f"tags both added and removed: {sorted(both)}")
+        if both := set(self.set_metadata) & set(self.remove_metadata):
+            raise ValueError(f"metadata keys both set and removed: {sorted(both)}")
+        return self
 
 
 class DeleteBead(WireModel):
@@ -463,6 +498,7 @@ class GroupList(WireModel):
 
 __all__ = [
     "MAX_EDGE_SOURCES",
+    "MAX_TAGS",
     "AddMember",
     "AddRelationship",
     "BeadFilters",
@@ -482,6 +518,7 @@ __all__ = [
     "Deleted",
     "DuplicateCluster",
     "DuplicateReport",
+    "EditBead",
     "FindSimilar",
     "GetBead",
     "GetByGroup",

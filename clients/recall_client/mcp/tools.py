@@ -84,6 +84,10 @@ VISIBILITY = (
     "needs group_id) or 'global' (every agent on the hub). Enforced by the hub on every read."
 )
 AS_OF = "Optional ISO 8601 time with zone: answer as memory was then (later beads absent, old versions shown)."
+IF_VERSION = (
+    "Optional: the version you read. The change applies only if nobody changed it since; otherwise the "
+    "answer is 'conflict' with the current version: read again and redo your change on what you find."
+)
 
 
 def _new_idempotency_key(_: HubLink) -> str:
@@ -179,9 +183,28 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "updates": "Object with only the fields to change: title, content, bead_type, importance, tags "
             "(replaces the list), metadata (replaces the object), status ('active'/'archived'), visibility, "
             "group_id, valid_from/valid_to (ISO 8601 with zone; null clears).",
+            "if_version": IF_VERSION + " Give it whenever others may edit the same memory.",
         },
         destructive=True,
         idempotent=True,
+    ),
+    ToolSpec(
+        "edit_bead",
+        "Tag, annotate or re-weigh a memory",
+        "Use to add or remove tags, set or remove metadata keys, or raise or lower importance of a memory you "
+        "created or whose group you are ops of, without reading it first: the hub applies the change to the "
+        "memory as it is now, so edits by other agents at the same moment are never lost (prefer it to "
+        "update_bead for these fields).",
+        params={
+            "bead_id": BEAD_ID,
+            "add_tags": "Tags to add (kept once); a bead carries at most 32.",
+            "remove_tags": "Tags to remove, if present.",
+            "set_metadata": "JSON object of metadata keys to set; the bead's other keys stay.",
+            "remove_metadata": "Metadata keys to remove, if present.",
+            "add_importance": "Added to importance (−10..10; negative lowers it); the result stays within 0–10.",
+            "if_version": IF_VERSION,
+        },
+        destructive=True,
     ),
     ToolSpec(
         "delete_bead",
@@ -472,6 +495,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "working_notes": "Free-form scratch notes, replacing the saved ones (at most 64 KiB).",
             "context_summary": "Where you are in your work, for a successor or a later you (at most 64 KiB).",
             "custom_state": "Any JSON object, replacing the saved one.",
+            "if_version": IF_VERSION + " The version is in ai_state_get's answer (0: never saved).",
         },
         idempotent=True,
     ),
@@ -542,6 +566,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
             "key": "The name to file it under (at most 256 characters, not starting with whitespace).",
             "value": "The value (at most 64 KiB).",
             "metadata": "Optional JSON object of extra attributes.",
+            "if_version": IF_VERSION + " The version is in recall's answer; 0 stores only if the key is new.",
         },
         idempotent=True,
     ),
@@ -818,6 +843,8 @@ _HINTS: dict[ErrorCode, str] = {
 def describe_error(exc: RecallError) -> str:
     """One line per problem for the LLM: the error code, the hub's message and what it means."""
     hint = _HINTS.get(exc.code, "")
+    if exc.code is ErrorCode.CONFLICT and "version" in exc.details:
+        hint = " — someone changed it since you read it: read it again and redo your change on what you find"
     return "\n".join(f"{exc.code.value}: {line}{hint}" for line in exc.message.splitlines() or [""])
 
 

@@ -38,13 +38,26 @@ def merged(into: AIState, incoming: AIState) -> AIState:
     )
 
 
+def stale_state(version: int, expected: int) -> Conflict:
+    return Conflict(
+        f"agent state is at version {version}, not {expected}: read it again", {"version": version}
+    )
+
+
 async def ai_state_save(ctx: HubContext, caller: str, req: SaveAIState) -> AIState:
-    changes = req.model_dump(exclude_unset=True)
+    """Replace the fields given. With ``if_version``, only while the state is at that version (one
+    compare-and-set); without it the fields given win over any concurrent save, and the other fields of
+    a concurrent save survive."""
+    changes = req.model_dump(exclude_unset=True, exclude={"if_version"})
     for _ in range(MAX_RETRIES):
         state, version = await ctx.agents.own_state(caller)
+        if req.if_version is not None and version != req.if_version:
+            raise stale_state(version, req.if_version)
         updated = state.model_copy(update={k: getattr(req, k) for k in changes})
         if await ctx.agents.compare_and_set(caller, updated, version) == "ok":
             return (await ctx.agents.own_state(caller))[0]
+        if req.if_version is not None:
+            raise stale_state((await ctx.agents.own_state(caller))[1], req.if_version)
     raise Conflict("agent state changed concurrently; retry")
 
 

@@ -1,4 +1,4 @@
-"""Bead lifecycle: create, get, update, delete.
+"""Bead lifecycle: create, get, update, edit, delete.
 
 Each write is one atomic store query that checks the caller's rights, changes the bead and records
 its after-commit work in the outbox; the hub then settles that work before replying
@@ -7,18 +7,23 @@ its after-commit work in the outbox; the hub then settles that work before reply
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
+import random
 from typing import Any
 
 from recall_schemas import (
     BeadUpdates,
+    Conflict,
     CreateBead,
     CreateBeads,
     CreatedBeads,
     CreatedItem,
     DeleteBead,
     Deleted,
+    EditBead,
     GetBead,
     InvalidRequest,
     MemoryBead,
@@ -34,6 +39,7 @@ from recall_hub.ops.after_commit import settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
 from recall_hub.store.as_of import AsOfReads
+from recall_hub.store.beads import BeadEdit
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.store.replica import request_scope
 from recall_hub.timeutil import now_ms
@@ -41,6 +47,8 @@ from recall_hub.timeutil import now_ms
 log = logging.getLogger(__name__)
 
 TEXT_FIELDS = {"title", "content"}
+EDIT_ATTEMPTS = 64
+"""Reads of the metadata an ``edit_bead`` of metadata keys may take while others keep changing it."""
 
 
 def _check_metadata(metadata: dict[str, Any] | None) -> None:
@@ -205,6 +213,34 @@ async def update_bead(ctx: HubContext, caller: str, req: UpdateBead) -> MemoryBe
     )
     await settle_quietly(ctx, req.bead_id)
     return bead_from_props(after)
+
+
+async def edit_bead(ctx: HubContext, caller: str, req: EditBead) -> MemoryBead:
+    """Tags, importance and metadata keys changed relative to the bead's current state. Tags and importance
+    are computed inside the write itself; metadata (stored as one JSON text) is merged here and written only
+    while the stored text is still the one merged into — else read again — so no concurrent edit is lost."""
+    _check_metadata({**req.set_metadata, **dict.fromkeys(req.remove_metadata)})
+    edit = BeadEdit(
+        now=now_ms(), add_tags=list(dict.fromkeys(req.add_tags)), remove_tags=req.remove_tags,
+        add_importance=req.add_importance,
+    )
+    for attempt in range(EDIT_ATTEMPTS):
+        if req.set_metadata or req.remove_metadata:
+            edit = _metadata_edit(edit, await ctx.beads.get(caller, req.bead_id), req)
+        after = await ctx.beads.edit(caller, req.bead_id, edit, if_version=req.if_version)
+        if after is not None:
+            await settle_quietly(ctx, req.bead_id)
+            return bead_from_props(after)
+        await asyncio.sleep(random.uniform(0, 0.001 * min(attempt + 1, 10)))  # the metadata moved: read it again
+    raise Conflict(f"bead {req.bead_id}'s metadata kept changing under {EDIT_ATTEMPTS} attempts; retry")
+
+
+def _metadata_edit(edit: BeadEdit, props: dict[str, Any] | None, req: EditBead) -> BeadEdit:
+    if props is None:
+        raise NotFound(f"bead {req.bead_id} not found")
+    before = props.get("metadata") or "{}"
+    merged = {k: v for k, v in json.loads(before).items() if k not in req.remove_metadata} | req.set_metadata
+    return dataclasses.replace(edit, metadata_before=before, metadata_after=json.dumps(merged, sort_keys=True))
 
 
 async def delete_bead(ctx: HubContext, caller: str, req: DeleteBead) -> Deleted:

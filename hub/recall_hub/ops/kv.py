@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 
-from recall_schemas import CreateBead, MemoryBead, NotFound, PayloadTooLarge, SearchBeads
+from recall_schemas import Conflict, CreateBead, MemoryBead, NotFound, PayloadTooLarge, SearchBeads
 from recall_schemas.coordination import KVEntry, Learn, PromoteToBead, Recall, UnifiedRecall, UnifiedRecallResult
 
 from recall_hub.context import HubContext
@@ -29,14 +29,27 @@ MAX_SCAN_BYTES = 1 << 20
 
 def _entry(key: str, raw: bytes | str) -> KVEntry:
     data = json.loads(raw)
-    return KVEntry(key=key, value=data["value"], metadata=data["metadata"], updated_at=from_ms(data["updated_at"]))
+    return KVEntry(
+        key=key, value=data["value"], metadata=data["metadata"], updated_at=from_ms(data["updated_at"]),
+        version=data.get("version", 1),
+    )
 
 
 async def learn(ctx: HubContext, caller: str, req: Learn) -> KVEntry:
+    """Store a value under a key; with ``if_version``, only while the key is at that version (0: new)."""
     now = now_ms()
     record = json.dumps({"value": req.value, "metadata": req.metadata, "updated_at": now})
     settings = ctx.settings
-    result = await ctx.kv.put(caller, req.key, record, max_keys=settings.kv_max_keys, max_bytes=settings.kv_max_bytes)
+    result = await ctx.kv.put(
+        caller, req.key, record, max_keys=settings.kv_max_keys, max_bytes=settings.kv_max_bytes,
+        if_version=req.if_version,
+    )
+    if result.refused == "stale":
+        now_at = f"at version {result.version}" if result.version else "not learnt yet"
+        raise Conflict(
+            f"key {req.key!r} is {now_at}, not at version {req.if_version}: read it again",
+            {"version": result.version},
+        )
     if result.refused == "keys":
         raise PayloadTooLarge(
             f"key-value memory is full: {result.usage.keys} keys, the limit is {settings.kv_max_keys}; "
@@ -48,7 +61,9 @@ async def learn(ctx: HubContext, caller: str, req: Learn) -> KVEntry:
             f"key-value memory is full: {result.usage.bytes} bytes stored, the limit is {settings.kv_max_bytes}",
             {"limit": "kv_max_bytes", "max": settings.kv_max_bytes, "bytes": result.usage.bytes},
         )
-    return KVEntry(key=req.key, value=req.value, metadata=req.metadata, updated_at=from_ms(now))
+    return KVEntry(
+        key=req.key, value=req.value, metadata=req.metadata, updated_at=from_ms(now), version=result.version
+    )
 
 
 async def recall(ctx: HubContext, caller: str, req: Recall) -> KVEntry:

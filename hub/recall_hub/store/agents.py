@@ -22,13 +22,14 @@ _REACHABLE = (
 )
 
 
-def state_from(ai_id: str, raw: str | None, updated_at: int | None) -> AIState:
+def state_from(ai_id: str, raw: str | None, updated_at: int | None, version: int) -> AIState:
     data: dict[str, Any] = json.loads(raw) if raw else {}
-    return AIState(ai_id=ai_id, updated_at=from_ms(updated_at) if updated_at else None, **data)
+    data.pop("version", None)
+    return AIState(ai_id=ai_id, updated_at=from_ms(updated_at) if updated_at else None, version=version, **data)
 
 
 def state_json(state: AIState) -> str:
-    return state.model_dump_json(exclude={"ai_id", "updated_at"})
+    return state.model_dump_json(exclude={"ai_id", "updated_at", "version"})
 
 
 class AgentStore:
@@ -63,7 +64,7 @@ class AgentStore:
         if not rows:
             return None
         raw, updated_at, version = rows[0]
-        return state_from(ai_id, raw, updated_at), int(version)
+        return state_from(ai_id, raw, updated_at, int(version)), int(version)
 
     # --- writes, as a caller --------------------------------------------------------------------
 

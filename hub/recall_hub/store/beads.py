@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from recall_schemas import BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
+from recall_schemas import MAX_TAGS, BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
 
 from recall_hub.store.as_of import keep_version, versions_of
 from recall_hub.store.filters import filter_clause, listing_clause
@@ -55,6 +55,19 @@ NOT_FORGOTTEN = (
     "WITH {keep}, count(t) AS forgotten WHERE forgotten = 0 "
 )
 """Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash)."""
+
+
+@dataclass(frozen=True)
+class BeadEdit:
+    """Changes relative to a bead's current state (:meth:`BeadStore.edit`)."""
+
+    now: int
+    add_tags: list[str] = field(default_factory=list)
+    remove_tags: list[str] = field(default_factory=list)
+    add_importance: int = 0
+    metadata_before: str | None = None
+    """The metadata text the new metadata was computed from; None: the metadata is left alone."""
+    metadata_after: str | None = None
 
 
 @dataclass
@@ -322,6 +335,53 @@ class BeadStore:
                 {"version": before.get("version") or 1},
             )
         return dict(before), dict(node.properties)
+
+    async def edit(self, caller: str, bead_id: str, edit: BeadEdit, *, if_version: int | None) -> Props | None:
+        """Apply ``edit`` to the bead as it is now, in one atomic query: tags removed then added (still at most
+        ``MAX_TAGS``), importance moved within 0..10, and — only while the metadata is still
+        ``edit.metadata_before`` — the metadata replaced by ``edit.metadata_after``. An edit that changes nothing
+        leaves the bead (and its version) alone. Returns the bead after, or None when the metadata moved since
+        it was read (read it again and retry)."""
+        importance = "coalesce(b.importance, 5) + $add_importance"
+        rows = await self.graph.query(
+            MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} "
+            f"WITH b, {may_modify('b')} AS may, properties(b) AS before, "
+            "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current, "
+            "($metadata_before IS NULL OR coalesce(b.metadata, '{}') = $metadata_before) AS metadata_current, "
+            "[t IN coalesce(b.tags, []) WHERE NOT t IN $remove_tags] AS kept "
+            "WITH b, may, before, current, metadata_current, kept + [t IN $add_tags WHERE NOT t IN kept] AS tags, "
+            f"CASE WHEN {importance} > 10 THEN 10 WHEN {importance} < 0 THEN 0 ELSE {importance} END AS importance, "
+            "coalesce($metadata_after, b.metadata) AS metadata "
+            "WITH b, may, before, current, metadata_current, tags, importance, metadata, "
+            "size(tags) <= $max_tags AS fits, "
+            "(tags <> coalesce(b.tags, []) OR importance <> coalesce(b.importance, 5) "
+            "OR coalesce(metadata, '{}') <> coalesce(b.metadata, '{}')) AS changes "
+            "FOREACH (_ IN CASE WHEN may AND current AND metadata_current AND fits AND changes THEN [1] ELSE [] END | "
+            + keep_version("b", "before", "$now")
+            + "SET b.tags = tags, b.importance = importance, b.metadata = metadata, b.updated_at = $now, "
+            "b.version = coalesce(b.version, 1) + 1 "
+            + record("updated", after="b", before="before", text_changed="false") + ") "
+            "RETURN properties(b), may, current, metadata_current, fits, before",
+            {
+                "caller": caller, "bead_id": bead_id, "if_version": if_version, "now": edit.now,
+                "add_tags": edit.add_tags, "remove_tags": edit.remove_tags, "add_importance": edit.add_importance,
+                "metadata_before": edit.metadata_before, "metadata_after": edit.metadata_after,
+                "max_tags": MAX_TAGS, **record_params(),
+            },
+        )
+        if not rows:
+            raise NotFound(f"bead {bead_id} not found")
+        after, may, current, metadata_current, fits, before = rows[0]
+        if not may:
+            raise Forbidden(f"only the creator (or the group's ops) may change bead {bead_id}")
+        if not current:
+            raise Conflict(
+                f"bead {bead_id} is at version {before.get('version') or 1}, not {if_version}: read it again",
+                {"version": before.get("version") or 1},
+            )
+        if not fits:
+            raise InvalidRequest(f"bead {bead_id} would carry more than {MAX_TAGS} tags")
+        return dict(after) if metadata_current else None
 
     async def delete(self, caller: str, bead_id: str, *, if_version: int | None) -> Props:
         """Delete the bead and its edges if the caller may; its properties before."""

@@ -35,17 +35,24 @@ else
   end
 end
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-local new_count, new_bytes = count, bytes + #ARGV[1] + #ARGV[2]
+local version = 0
+if old then version = tonumber(cjson.decode(old)['version']) or 1 end
+if ARGV[6] ~= '' and tonumber(ARGV[6]) ~= version then return {3, count, bytes, version} end
+local record = string.sub(ARGV[2], 1, -2) .. ', "version": ' .. (version + 1) .. '}'
+local new_count, new_bytes = count, bytes + #ARGV[1] + #record
 if old then
   new_bytes = new_bytes - #ARGV[1] - #old
 else
   new_count = count + 1
-  if new_count > tonumber(ARGV[3]) then return {1, count, bytes} end
+  if new_count > tonumber(ARGV[3]) then return {1, count, bytes, version} end
 end
-if new_bytes > tonumber(ARGV[4]) and new_bytes > bytes then return {2, count, bytes} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], ARGV[5], new_count .. ':' .. new_bytes)
-return {0, new_count, new_bytes}
+if new_bytes > tonumber(ARGV[4]) and new_bytes > bytes then return {2, count, bytes, version} end
+redis.call('HSET', KEYS[1], ARGV[1], record, ARGV[5], new_count .. ':' .. new_bytes)
+return {0, new_count, new_bytes, version + 1}
 """
+"""ARGV: key, record (a JSON object; the script adds its ``version``), max keys, max bytes, the usage field,
+the expected version (empty: any). Returns ``{status, keys, bytes, version}``: status 0 stored (``version``
+the new one), 1 too many keys, 2 too many bytes, 3 stale (``version`` the current one, 0 for none)."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,12 @@ class Usage:
 class PutResult:
     stored: bool
     refused: str | None
-    """None when stored; ``"keys"`` or ``"bytes"``: the limit the write would have passed."""
+    """None when stored; ``"keys"`` or ``"bytes"``: the limit the write would have passed; ``"stale"``: the key
+    is not at the expected version."""
     usage: Usage
     """After the write, or as it stays when refused."""
+    version: int
+    """The key's version after the write, or as it stays when refused (0: nothing is stored under it)."""
 
 
 def _text(value: bytes | str) -> str:
@@ -77,16 +87,20 @@ class KVStore:
         self.keys = keys
         self._put = redis.register_script(_PUT)
 
-    async def put(self, ai_id: str, key: str, record: str, *, max_keys: int, max_bytes: int) -> PutResult:
-        """Store ``record`` under ``key`` unless a new key passes ``max_keys`` or the identity's bytes
-        grow past ``max_bytes`` (a write that shrinks usage is always allowed)."""
+    async def put(
+        self, ai_id: str, key: str, record: str, *, max_keys: int, max_bytes: int, if_version: int | None = None
+    ) -> PutResult:
+        """Store ``record`` (a JSON object, to which the key's next ``version`` is added) under ``key`` unless a
+        new key passes ``max_keys``, the identity's bytes grow past ``max_bytes`` (a write that shrinks usage is
+        always allowed), or the key is not at ``if_version`` (0: not stored yet) — one atomic script."""
         if key == USAGE_FIELD:
             raise ValueError("reserved key")
-        status, count, size = await self._put(
-            keys=[self.keys.kv(ai_id)], args=[key, record, max_keys, max_bytes, USAGE_FIELD]
+        expected = "" if if_version is None else str(if_version)
+        status, count, size, version = await self._put(
+            keys=[self.keys.kv(ai_id)], args=[key, record, max_keys, max_bytes, USAGE_FIELD, expected]
         )
-        refused = {0: None, 1: "keys", 2: "bytes"}[int(status)]
-        return PutResult(refused is None, refused, Usage(int(count), int(size)))
+        refused = {0: None, 1: "keys", 2: "bytes", 3: "stale"}[int(status)]
+        return PutResult(refused is None, refused, Usage(int(count), int(size)), int(version))
 
     async def get(self, ai_id: str, key: str) -> bytes | None:
         if key == USAGE_FIELD:
