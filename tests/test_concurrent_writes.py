@@ -53,7 +53,10 @@ async def test_concurrent_metadata_keys_all_land(world: World, connect: ClientFa
     bead = await _group_bead(world, metadata={"owner": "team", "stale": True})
     writers = await _writers(connect, world.creator.ai_id, 20)
     await asyncio.gather(
-        *(w.edit_bead(bead.bead_id, set_metadata={f"step-{i}": {"done": True, "by": i}}) for i, w in enumerate(writers)),
+        *(
+            w.edit_bead(bead.bead_id, set_metadata={f"step-{i}": {"done": True, "by": i}})
+            for i, w in enumerate(writers)
+        ),
         world.ops.edit_bead(bead.bead_id, remove_metadata=["stale"], add_tags=["reviewed"]),
     )
     after = await world.creator.get_bead(bead.bead_id)
