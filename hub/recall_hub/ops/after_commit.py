@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from recall_hub.context import HubContext
-from recall_hub.ops.indexing import attributes, bead_text, embed_texts, sync_bead_vector
+from recall_hub.ops.indexing import attributes, sync_bead_vector
 from recall_hub.outages import log_failure
+from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of

@@ -19,7 +19,7 @@ import numpy as np
 from recall_schemas import FORGOTTEN_REASON, Conflict
 
 from recall_hub.context import HubContext
-from recall_hub.ops.indexing import bead_text, embed_texts
+from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.store.forget import ForgetStore
 from recall_hub.store.vectors import scope_of
 

@@ -33,8 +33,8 @@ from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.ops.deny_list import encode_vector, forget_store
 from recall_hub.ops.groups import role_in
-from recall_hub.ops.indexing import bead_text, embed_texts
 from recall_hub.outages import log_failure
+from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.timeutil import from_ms, now_ms
 
 log = logging.getLogger(__name__)

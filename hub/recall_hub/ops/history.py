@@ -25,7 +25,7 @@ from recall_schemas import (
 )
 
 from recall_hub.context import HubContext
-from recall_hub.ops.relationships import expand
+from recall_hub.retrieval.walk import expand
 from recall_hub.store.history import HistoryStore
 from recall_hub.store.records import relationship_from_props
 from recall_hub.timeutil import now_ms

@@ -13,31 +13,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from recall_schemas import RecallError, Unavailable
+from recall_schemas import RecallError
 
 from recall_hub.context import HubContext
-from recall_hub.embedders import EmbedderError
+from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.store.validity import validity_attributes
 from recall_hub.store.vectors import ATTRIBUTE_FIELDS, scope_of
 
 log = logging.getLogger(__name__)
 
 
-def bead_text(props: Mapping[str, Any]) -> str:
-    title = props.get("title") or ""
-    content = props.get("content") or ""
-    return f"{title}\n{content}" if content and content != title else title
-
-
 def attributes(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: props.get(k) for k in ATTRIBUTE_FIELDS} | validity_attributes(props)
-
-
-async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
-    try:
-        return await ctx.embedder.embed(list(texts))
-    except EmbedderError as exc:
-        raise Unavailable(f"embedder failed: {exc}") from exc
 
 
 async def sync_bead_vector(

@@ -42,14 +42,14 @@ from recall_schemas import (
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
-from recall_hub.ops.indexing import bead_text, embed_texts
-from recall_hub.ops.relationships import expand
+from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.retrieval.freshness import written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
+from recall_hub.retrieval.walk import expand
 from recall_hub.store.records import bead_fields, bead_from_props
 from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms, to_ms
