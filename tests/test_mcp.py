@@ -163,6 +163,22 @@ async def test_every_hub_operation_is_a_tool_with_the_contracts_parameters() -> 
     assert tools["delete_bead"].annotations.destructive_hint  # type: ignore[union-attr]
 
 
+async def test_every_parameter_of_every_tool_has_a_description() -> None:
+    """Every argument an LLM sees says what it is for: those of tools with a hand-written spec and those of
+    tools derived from an operation alone (their fields' own descriptions)."""
+    async with sidecar(new_ai(), "nats://127.0.0.1:1") as client:  # listing needs no hub
+        tools = (await client.list_tools()).tools
+    assert {tool.name for tool in tools} >= set(OPERATIONS) - EXCLUDED_OPERATIONS
+    parameters = [
+        (f"{tool.name}.{name}", schema)
+        for tool in tools
+        for name, schema in tool.input_schema.get("properties", {}).items()
+    ]
+    assert len(parameters) > 2 * len(tools)
+    undescribed = [name for name, schema in parameters if not str(schema.get("description") or "").strip()]
+    assert undescribed == []
+
+
 async def test_bead_lifecycle_recall_and_graph_through_mcp(nats_url: str) -> None:
     tag = f"mcp-{new_id('x')[2:10]}"
     session = new_id("s")

@@ -165,6 +165,19 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         hidden={"idempotency_key": _new_idempotency_key},
     ),
     ToolSpec(
+        "create_beads",
+        "Remember many things at once",
+        "Use to store several memories in one call (the findings of a review, notes taken from a file): up to "
+        "256 beads, each checked and stored on its own exactly as create_bead would. The reply has one item per "
+        "bead, in order: its bead_id, or the error that kept that bead out (the others are stored).",
+        params={
+            "beads": "The beads (1–256), each an object with create_bead's parameters: title (required), "
+            "content, bead_type, importance, tags, session_id, group_id, visibility, metadata, provenance, …. "
+            "Give each an idempotency_key (any string unique to it) so that sending the batch again stores "
+            "nothing twice.",
+        },
+    ),
+    ToolSpec(
         "get_bead",
         "Read a memory",
         "Use when you have a bead_id and need the whole memory. A bead you may not see is reported as not "
