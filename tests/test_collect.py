@@ -23,6 +23,7 @@ import pytest
 from conftest import ClientFactory
 from recall_client import NotFound, RecallClient
 from recall_client.collect import collect_docs, collect_git, markdown_sections
+from recall_client.collect.docs import document_name
 from recall_client.collect.shell import TAIL_BYTES, command_tag
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import BeadType
@@ -54,10 +55,10 @@ class Ran:
     stderr: str
 
 
-async def run(*command: str) -> Ran:
+async def run(*command: str, cwd: Path | None = None) -> Ran:
     """A process run without blocking the event loop (the hub under test serves on it)."""
     process = await asyncio.create_subprocess_exec(
-        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd
     )
     async with asyncio.timeout(120):
         out, err = await process.communicate()
@@ -65,10 +66,26 @@ async def run(*command: str) -> Ran:
     return Ran(process.returncode, out.decode(), err.decode())
 
 
-async def recall(stack: EmbeddedStack, ai: str, *args: str) -> Ran:
-    """``recall <command> [<subcommand>] --ai <ai> --nats <the stack's> <args>``."""
+async def recall(stack: EmbeddedStack, ai: str, *args: str, cwd: Path | None = None) -> Ran:
+    """``recall <command> [<subcommand>] --ai <ai> --nats <the stack's> <args>`` (run in ``cwd``)."""
     words = 1 if args[0] == "run" else 2  # `recall run …`, `recall collect git …`
-    return await run(str(RECALL), *args[:words], "--ai", ai, "--nats", stack.nats_url, *args[words:])
+    return await run(str(RECALL), *args[:words], "--ai", ai, "--nats", stack.nats_url, *args[words:], cwd=cwd)
+
+
+def new_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    return path
+
+
+def notes_about(ran: Ran, sha: str) -> list[str]:
+    """The lines of the run's errors that name the commit; a traceback is never one of them."""
+    assert "Traceback" not in ran.stderr, ran.stderr
+    return [line for line in ran.stderr.splitlines() if sha[:12] in line]
+
+
+async def follows(client: RecallClient, bead_id: str) -> list[str]:
+    return [e.to_id for e in await client.get_relationships(bead_id, rel_type="FOLLOWS_FROM", direction="out")]
 
 
 # --- git ------------------------------------------------------------------------------------------------------
@@ -122,9 +139,113 @@ async def test_git_commits_become_beads_linked_along_the_branch(
 async def test_git_errors_are_clear(connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path) -> None:
     a = await connect()
     ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(tmp_path))
-    assert ran.returncode != 0 and "not a git repository" in ran.stderr.lower()
+    assert ran.returncode == 2 and "not a git repository" in ran.stderr.lower()
+    assert "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+    repo = new_repo(tmp_path / "repo")
+    commit(repo, "a.txt", "1", "First")
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo), "--since", "no-such-rev")
+    assert ran.returncode == 2 and "no-such-rev" in ran.stderr and "Traceback" not in ran.stderr
     ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(tmp_path), "--map", "nobody")
     assert ran.returncode == 2 and "EMAIL=AI_ID" in ran.stderr
+
+
+async def test_a_forgotten_commit_is_skipped_with_a_note_and_the_chain_steps_over_it(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    a = await connect()
+    repo = new_repo(tmp_path / "repo")
+    shas = [
+        commit(repo, "ledger.py", "1", "Create the ledger module"),
+        commit(repo, "export.py", "2", "Add invoice export"),
+        commit(repo, "importer.py", "3", "Drop the legacy importer"),
+    ]
+    assert (await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo))).returncode == 0
+    beads = {b.metadata["commit"]: b.bead_id for b in await a.get_by_tag("git")}
+    await a.forget_bead(beads[shas[2]], "it held a customer's name")
+    shas.append(commit(repo, "keys.py", "4", "Rotate the signing keys"))
+
+    for rerun in range(2):  # the second run stores nothing, links nothing new, and notes the same skip
+        ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo))
+        assert ran.returncode == 0, ran.stderr
+        [note] = notes_about(ran, shas[2])
+        assert "forgotten" in note and "Drop the legacy importer" in note
+        assert f"4 commit(s): {1 - rerun} bead(s) created, 2 FOLLOWS_FROM link(s), 1 skipped" in ran.stdout
+    newest = {b.metadata["commit"]: b.bead_id for b in await a.get_by_tag("git")}
+    assert set(newest) == {shas[0], shas[1], shas[3]}
+    assert await follows(a, newest[shas[3]]) == [beads[shas[1]]]  # the nearest earlier commit still there
+
+    # With --since the forgotten commit is the one the chain would join: the walk goes on to its parent.
+    since = await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo), "--since", shas[2])
+    assert since.returncode == 0, since.stderr
+    assert len(notes_about(since, shas[2])) == 1
+    assert "1 commit(s): 0 bead(s) created, 1 FOLLOWS_FROM link(s), 1 skipped" in since.stdout
+    assert await follows(a, newest[shas[3]]) == [beads[shas[1]]]
+    report = await collect_git(a, repo)
+    assert [(s.sha, s.reason.split()[0]) for s in report.skipped] == [(shas[2], "forgotten")]
+    assert report.bead_ids == newest and report.created == 0
+
+
+async def test_a_commit_no_longer_visible_is_skipped_and_a_deleted_one_stored_again(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    ops = await connect("o_" + secrets.token_hex(6))
+    a = await connect()
+    group = await ops.create_group("collectors")
+    await ops.add_member(group.group_id, a.ai_id)
+    repo = new_repo(tmp_path / "repo")
+    shas = [commit(repo, f"f{i}.py", str(i), f"Step {i} of the {word()} migration") for i in range(3)]
+    first = await collect_git(a, repo)
+    # shas[1] moves into the group and a leaves it: the bead exists, but a no longer sees it.
+    await a.update_bead(first.bead_ids[shas[1]], visibility="group", group_id=group.group_id)
+    await ops.remove_member(group.group_id, a.ai_id)
+    await a.delete_bead(first.bead_ids[shas[2]])
+    shas.append(commit(repo, "f3.py", "3", "Step 3: switch the reads over"))
+
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo))
+    assert ran.returncode == 0, ran.stderr
+    [note] = notes_about(ran, shas[1])
+    assert "no longer visible" in note
+    assert notes_about(ran, shas[2]) == []  # deleted, not forgotten: stored again
+    assert "4 commit(s): 2 bead(s) created, 2 FOLLOWS_FROM link(s), 1 skipped" in ran.stdout
+    again = await collect_git(a, repo)
+    assert again.created == 0 and [s.sha for s in again.skipped] == [shas[1]]
+    restored = again.bead_ids[shas[2]]
+    assert restored != first.bead_ids[shas[2]]
+    assert await follows(a, restored) == [first.bead_ids[shas[0]]]  # stepping over the one it cannot see
+    assert await follows(a, again.bead_ids[shas[3]]) == [restored]
+
+    # Collecting into a group a is not in is an error of the run: one clear line, nothing stored.
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(repo), "--visibility", "group",
+                       "--group", group.group_id)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert f"group {group.group_id} not found" in ran.stderr
+
+
+async def test_git_repos_under_hidden_folders_relative_paths_and_odd_file_names(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    a = await connect()
+    repo = new_repo(tmp_path / ".local" / "src" / "tool")
+    sha = commit(repo, "docs/café menu.md", "x", "Add the café menu")
+    second = commit(repo, 'odd\t"name".txt', "y", "Add an oddly named file")
+    work = tmp_path / "work"
+    work.mkdir()
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", "../.local/src/tool/docs", cwd=work)
+    assert ran.returncode == 0, ran.stderr
+    assert "2 commit(s): 2 bead(s) created, 1 FOLLOWS_FROM link(s)" in ran.stdout
+    beads = {b.metadata["commit"]: b for b in await a.get_by_tag("git")}
+    assert beads[sha].metadata["paths"] == ["docs/café menu.md"] and beads[sha].metadata["repo"] == "tool"
+    assert "- docs/café menu.md" in beads[sha].content
+    assert beads[second].metadata["paths"] == ['odd\t"name".txt']
+    here = await recall(stack, a.ai_id, "collect", "git", "--repo", ".", cwd=repo / "docs")
+    assert here.returncode == 0 and "2 commit(s): 0 bead(s) created" in here.stdout, here.stderr
+
+    # A repository without commits, and a folder that is not there: one clear line each, not a success.
+    empty = new_repo(tmp_path / "empty")
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", str(empty))
+    assert ran.returncode == 1 and "no commits on main yet" in ran.stderr and "Traceback" not in ran.stderr
+    ran = await recall(stack, a.ai_id, "collect", "git", "--repo", "../gone", cwd=work)
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr and "gone" in ran.stderr
 
 
 # --- shell ----------------------------------------------------------------------------------------------------
@@ -204,6 +325,16 @@ def test_markdown_splits_at_headings_outside_code() -> None:
     ]
 
 
+def test_document_names_are_relative_to_the_working_directory_only_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert document_name(Path("..draft.md")) == "..draft.md"  # a name starting with dots, here
+    assert document_name(Path("sub/../guide.md")) == "guide.md"
+    assert document_name(Path("../guide.md")) == str(tmp_path / "guide.md")
+
+
 async def test_docs_sections_are_part_of_their_document_hub_and_reruns_update_only_changes(
     connect: ClientFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +377,66 @@ async def test_docs_sections_are_part_of_their_document_hub_and_reruns_update_on
     assert (await other.recall_where(topic)).files == []
     with pytest.raises(NotFound):
         await other.get_bead(hub)
+
+
+async def test_docs_under_a_hidden_folder_or_given_relative_are_collected(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    """Only names inside the tree count as hidden; the folder given may lie anywhere, and be relative."""
+    a = await connect()
+    kb = tmp_path / ".config" / "kb"
+    (kb / ".drafts").mkdir(parents=True)
+    (kb / "deploy.md").write_text(f"# Deploy\nThe {word()} release train leaves on Tuesdays.\n")
+    (kb / ".drafts" / "wip.md").write_text("# Draft\nnot yet\n")
+    (kb / ".hidden.md").write_text("# Hidden\nnot this either\n")
+    work = tmp_path / "work"
+    (work / "docs").mkdir(parents=True)
+    (work / "docs" / "api.md").write_text("# Endpoints\nGET /v1/orders\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "oncall.md").write_text("# Pager\nEscalate after 15 minutes.\n")
+
+    hidden = await recall(stack, a.ai_id, "collect", "docs", str(kb), cwd=work)
+    assert hidden.returncode == 0, hidden.stderr
+    assert "1 document(s), 1 section(s): 2 bead(s) created" in hidden.stdout  # the hub and the section
+    for path in ("docs", "./docs"):
+        ran = await recall(stack, a.ai_id, "collect", "docs", path, cwd=work)
+        assert ran.returncode == 0 and "1 document(s), 1 section(s)" in ran.stdout, ran.stderr
+    up = await recall(stack, a.ai_id, "collect", "docs", "../notes", cwd=work)
+    assert up.returncode == 0 and "1 document(s), 1 section(s): 2 bead(s) created" in up.stdout, up.stderr
+    files = {b.metadata["file"] for b in await a.get_recent(limit=20) if b.metadata.get("collector") == "docs"}
+    assert files == {str(kb / "deploy.md"), "docs/api.md", str(tmp_path / "notes" / "oncall.md")}
+
+    # Nothing to collect is said, and is not a success; a path that is not there is a usage error.
+    (tmp_path / "empty" / ".git").mkdir(parents=True)
+    (tmp_path / "empty" / ".git" / "README.md").write_text("# inside a hidden folder\n")
+    empty = await recall(stack, a.ai_id, "collect", "docs", "../empty", cwd=work)
+    assert empty.returncode == 1 and "no Markdown document" in empty.stderr and "Traceback" not in empty.stderr
+    missing = await recall(stack, a.ai_id, "collect", "docs", "../nowhere", cwd=work)
+    assert missing.returncode == 2 and "no such file or folder" in missing.stderr
+
+
+async def test_a_forgotten_section_is_noted_and_the_rest_collected(
+    connect: ClientFactory, stack: EmbeddedStack, tmp_path: Path
+) -> None:
+    a = await connect()
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "secret.md").write_text(f"# Vault\nThe {word()} vault token lives in the safe.\n")
+    (tmp_path / "kb" / "team.md").write_text("# Team\nStand-up at ten.\n")
+    first = await collect_docs(a, tmp_path / "kb")
+    secret = str(tmp_path / "kb" / "secret.md")
+    [vault] = [b for b in await a.get_recent(limit=10) if b.title == "Vault"]
+    await a.forget_bead(vault.bead_id, "a credential")
+    (tmp_path / "kb" / "team.md").write_text("# Team\nStand-up at half past nine.\n")
+
+    ran = await recall(stack, a.ai_id, "collect", "docs", str(tmp_path / "kb"))
+    assert ran.returncode == 0, ran.stderr
+    assert "Traceback" not in ran.stderr
+    [note] = [line for line in ran.stderr.splitlines() if secret in line]
+    assert "1 section(s) not stored: forgotten" in note
+    assert "2 document(s), 2 section(s): 0 bead(s) created, 1 updated" in ran.stdout
+    again = await collect_docs(a, tmp_path / "kb")
+    assert (again.created, again.updated, again.forgotten) == (0, 0, {secret: 1})
+    assert again.hubs == {k: v for k, v in first.hubs.items() if k != secret}
 
 
 # --- recall_where ---------------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ class DocsReport:
     updated: int = 0
     hubs: dict[str, str] = field(default_factory=dict)
     """Hub bead id by document path."""
+    forgotten: dict[str, int] = field(default_factory=dict)
+    """By document path, how many of its sections were not stored because their content was forgotten
+    (the deny-list refuses it; a section whose text changed since is stored again)."""
 
 
 def markdown_sections(text: str, name: str) -> list[Section]:
@@ -75,25 +78,31 @@ def markdown_sections(text: str, name: str) -> list[Section]:
     return [s for s in sections if s.text or s.trail != name]
 
 
-def _files(path: Path) -> Iterator[Path]:
+def markdown_files(path: Path) -> list[Path]:
+    """``path`` itself when it is a file, else the Markdown files under it, sorted. Hidden names count only
+    inside the tree: a folder starting with ``.`` under ``path`` is not entered and such a file is left out,
+    while ``path`` may itself lie in (or be) a hidden folder, like ``~/.config/kb``."""
     if path.is_file():
-        yield path
-        return
-    for found in sorted(path.rglob("*")):
-        if found.is_file() and found.suffix.lower() in SUFFIXES and not any(p.startswith(".") for p in found.parts):
-            yield found
+        return [path]
+    if not path.is_dir():
+        raise FileNotFoundError(f"no such file or folder: {path}")
+    found = []
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(folder, f) for f in files if not f.startswith(".") and Path(f).suffix.lower() in SUFFIXES]
+    return sorted(f for f in found if f.is_file())
 
 
 def document_name(path: Path) -> str:
     """The path as collected: relative to the working directory when under it, else absolute."""
-    relative = os.path.relpath(path.resolve(), Path.cwd())
-    return str(path.resolve()) if relative.startswith("..") else relative
+    absolute, here = path.resolve(), Path.cwd().resolve()
+    return str(absolute.relative_to(here)) if absolute.is_relative_to(here) else str(absolute)
 
 
 def _read(path: Path) -> list[tuple[str, list[Section]]]:
     return [
         (document_name(file), markdown_sections(file.read_text(errors="replace"), file.name))
-        for file in _files(path.expanduser())
+        for file in markdown_files(path.expanduser())
     ]
 
 
@@ -122,8 +131,10 @@ def _batches(facts: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 
 async def collect_docs(client: RecallClient, path: str | Path, **scope: Any) -> DocsReport:
-    """Store the sections of the Markdown file ``path`` (or of every ``.md``/``.markdown`` file under it)
-    under one topic hub per document. ``scope``: visibility, group_id, session_id (default private)."""
+    """Store the sections of the Markdown file ``path`` (or of every ``.md``/``.markdown`` file under it,
+    see :func:`markdown_files`) under one topic hub per document. ``path`` is relative to the working
+    directory, ``~`` expanded; one that does not exist is :class:`FileNotFoundError`. ``scope``:
+    visibility, group_id, session_id (default private)."""
     report = DocsReport()
     for doc, sections in await asyncio.to_thread(_read, Path(path)):
         report.files += 1
@@ -135,5 +146,8 @@ async def collect_docs(client: RecallClient, path: str | Path, **scope: Any) -> 
             )
             report.created += result.created
             report.updated += result.updated
-            report.hubs[doc] = result.topics[0].hub.bead_id
+            if result.forgotten:
+                report.forgotten[doc] = report.forgotten.get(doc, 0) + result.forgotten
+            if result.topics:  # none when every section of the batch was refused
+                report.hubs[doc] = result.topics[0].hub.bead_id
     return report

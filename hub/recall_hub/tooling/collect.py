@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 AI_ENV = "RECALL_AI_ID"
+MAX_NOTES = 20
+"""Skipped commits noted one line each; the rest are counted."""
 
 
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +69,8 @@ def _scope(args: argparse.Namespace) -> dict[str, Any]:
 def author_map(pairs: list[str], path: str | None) -> dict[str, str]:
     lines = list(pairs)
     if path:
-        lines += [line for line in Path(path).read_text().splitlines() if line.strip() and not line.startswith("#")]
+        text = Path(path).expanduser().read_text()
+        lines += [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     mapping = {}
     for line in lines:
         email, sep, ai = line.partition("=")
@@ -86,44 +89,80 @@ def _client(args: argparse.Namespace) -> Any:
 
 
 async def _collect_git(args: argparse.Namespace) -> int:
-    from recall_client.collect import collect_git
+    """0 when the branch was collected (skipped commits are noted, one line each); 1 when the repository has
+    no commits yet or the hub refused the run; 2 for a bad argument or a folder that is not a repository."""
+    from recall_client import RecallError
+    from recall_client.collect import GitError, collect_git
 
     try:
         authors = author_map(args.map, args.map_file)
         async with _client(args) as client:
             report = await collect_git(client, args.repo, since=args.since, authors=authors, **_scope(args))
-    except (ValueError, OSError) as exc:
-        print(f"recall collect git: {exc}", file=sys.stderr)
-        return 2
-    print(f"{report.commits} commit(s): {report.created} bead(s) created, {report.linked} FOLLOWS_FROM link(s)")
+    except (ValueError, OSError, GitError) as exc:
+        return _failed("git", exc, 2)
+    except RecallError as exc:
+        return _failed("git", exc, 1)
+    for skipped in report.skipped[:MAX_NOTES]:
+        print(f"recall collect git: {skipped}", file=sys.stderr)
+    if len(report.skipped) > MAX_NOTES:
+        print(f"recall collect git: … and {len(report.skipped) - MAX_NOTES} more commit(s) skipped", file=sys.stderr)
+    if not report.commits and args.since is None:
+        print(f"recall collect git: {args.repo}: no commits on {report.branch or 'HEAD'} yet, nothing collected",
+              file=sys.stderr)
+        return 1
+    skips = f", {len(report.skipped)} skipped" if report.skipped else ""
+    print(f"{report.commits} commit(s): {report.created} bead(s) created, {report.linked} FOLLOWS_FROM link(s)"
+          f"{skips}")
     return 0
 
 
 async def _collect_docs(args: argparse.Namespace) -> int:
+    """0 when documents were found (sections the deny-list refuses are noted); 1 when the path holds no
+    Markdown document or the hub refused the run; 2 for a path that does not exist or a bad argument."""
+    from recall_client import RecallError
     from recall_client.collect import collect_docs
 
     try:
         async with _client(args) as client:
             report = await collect_docs(client, args.path, **_scope(args))
     except (ValueError, OSError) as exc:
-        print(f"recall collect docs: {exc}", file=sys.stderr)
-        return 2
+        return _failed("docs", exc, 2)
+    except RecallError as exc:
+        return _failed("docs", exc, 1)
+    for doc, count in report.forgotten.items():
+        print(f"recall collect docs: {doc}: {count} section(s) not stored: forgotten (the deny-list refuses them)",
+              file=sys.stderr)
+    if not report.files:
+        print(f"recall collect docs: no Markdown document (.md, .markdown) in {args.path}; hidden files and folders "
+              "inside it are left out", file=sys.stderr)
+        return 1
     print(f"{report.files} document(s), {report.sections} section(s): {report.created} bead(s) created, "
           f"{report.updated} updated")
     return 0
 
 
+def _failed(collector: str, exc: Exception, code: int) -> int:
+    print(f"recall collect {collector}: {exc}", file=sys.stderr)
+    return code
+
+
 async def _collect_shell(args: argparse.Namespace) -> int:
+    from recall_client import RecallError
     from recall_client.collect import CommandRun, record_run, tail_of
 
     output = b""  # read before the event loop has anything else to do
-    if args.output == "-":
-        output = await asyncio.to_thread(sys.stdin.buffer.read)
-    elif args.output:
-        output = await asyncio.to_thread(Path(args.output).read_bytes)
-    run = CommandRun(args.command, args.exit_code, args.duration, tail_of(output), started_at=args.started_at)
-    async with _client(args) as client:
-        await record_run(client, run, **_scope(args))
+    try:
+        if args.output == "-":
+            output = await asyncio.to_thread(sys.stdin.buffer.read)
+        elif args.output:
+            output = await asyncio.to_thread(lambda: Path(args.output).expanduser().read_bytes())
+        run = CommandRun(args.command, args.exit_code, args.duration, tail_of(output), started_at=args.started_at)
+        async with _client(args) as client:
+            await record_run(client, run, **_scope(args))
+    except (ValueError, OSError) as exc:
+        return _failed("shell", exc, 2)
+    except RecallError as exc:
+        return _failed("shell", exc, 1)
     fixed = f"; fixes the failure {run.fixed}" if run.fixed else ""
     print(f"recorded `{run.command}` (exit {run.exit_code}) as {run.bead_id}{fixed}")
     return 0
