@@ -84,6 +84,12 @@ async def test_an_event_that_can_never_apply_is_dead_lettered_with_its_reason(co
     letter = await _dead_letter(connect, hub_service, lambda: member.events.member_added(group_id, stranger.ai_id))
     assert letter.code == "forbidden"
     assert stranger.ai_id not in [m.ai_id for m in (await ops.list_members(group_id)).members]
+    # A session of a group its owner is not in (never was, or has left) is not made: the group is not found.
+    session = new_id("s")
+    letter = await _dead_letter(connect, hub_service, lambda: stranger.events.session_started(session, group_id))
+    assert (letter.code, letter.reason) == ("not_found", f"group {group_id} not found")
+    with pytest.raises(NotFound):
+        await stranger.get_session(session)
     letter = await _dead_letter(
         connect, hub_service, lambda: member.events.session_started(new_id("s"), ai_id=ops.ai_id))
     assert letter.code == "forbidden" and "may not publish session events" in letter.reason

@@ -14,6 +14,7 @@ import pytest
 from recall_client import Conflict, Forbidden, NotFound, RecallClient, RecallError
 from recall_hub.context import HubContext
 from recall_hub.ops.groups import issue_group_id
+from recall_hub.timeutil import now_ms
 from recall_schemas import MemoryBead, new_id
 
 from tests.conftest import ClientFactory, new_ai
@@ -266,13 +267,62 @@ async def test_a_session_check_counts_and_names_only_beads_the_caller_may_see(
     with pytest.raises(NotFound):
         await stranger.check_session(session)
 
-    # Migration moves (and counts) only what the owner may see; the rest stays where it was.
+    # Migration moves (and counts) only what the owner may see; the rest stays where it was. (A new session
+    # would be the team's, which the owner has left: it migrates into a session of no group.)
     new_session = new_id("s")
+    await hub.sessions.register(owner.ai_id, new_session, None, "active", now_ms())
     moved = await owner.migrate_session_with_memories(session, new_session)
     assert moved.migrated_beads == len(visible)
     assert {b.bead_id for b in await owner.get_by_session(new_session)} == visible
     assert {b.bead_id for b in await member.get_by_session(session)} == ids("group")
-    assert (await member.check_session(new_session)).beads == len(ids("global"))
+    with pytest.raises(NotFound):  # not the team's session: nothing of it for the member
+        await member.check_session(new_session)
+
+
+async def test_a_migration_never_ties_a_session_to_a_group_its_owner_is_not_in(
+    connect: ClientFactory, hub: HubContext
+) -> None:
+    """The new session of a migration is made in the old one's group: only while the owner is a member of it,
+    checked in the query that migrates (as a bead's group is in the one that creates it). Otherwise the
+    group is ``not_found``, whether the owner left it or it never existed, and nothing changes."""
+    ops, owner = await connect(new_ai("o")), await connect()
+    team = (await ops.create_group("team")).group_id
+    await ops.add_member(team, owner.ai_id)
+    first, session = new_id("s"), new_id("s")
+    await owner.create_bead("team work", visibility="group", group_id=team, session_id=first)
+    note = await owner.create_bead("my note", visibility="private", session_id=first)
+    assert (await owner.migrate_session_with_memories(first, session)).migrated_beads == 2  # a member: fine
+    assert (await owner.get_session(session)).group_id == team
+
+    await owner.remove_member(team, owner.ai_id)
+    with pytest.raises(NotFound, match=f"group {team} not found"):
+        await owner.create_bead("more team work", visibility="group", group_id=team, session_id=session)
+    fresh = new_id("s")
+    with pytest.raises(NotFound, match=f"group {team} not found") as left:
+        await owner.migrate_session_with_memories(session, fresh)
+    with pytest.raises(NotFound):
+        await owner.get_session(fresh)  # never made
+    assert (await owner.get_session(session)).state == "active"
+    assert [b.bead_id for b in await owner.get_by_session(session)] == [note.bead_id]
+    # Nor into an existing session of that group.
+    ungrouped = new_id("s")
+    elsewhere = await owner.create_bead("elsewhere", session_id=ungrouped)
+    with pytest.raises(NotFound, match=f"group {team} not found"):
+        await owner.migrate_session_with_memories(ungrouped, session)
+    assert (await owner.get_session(ungrouped)).state == "active"
+    assert [b.bead_id for b in await owner.get_by_session(ungrouped)] == [elsewhere.bead_id]
+    # A group that does not exist reads the same as one the owner has left.
+    missing, orphan = issue_group_id(), new_id("s")
+    await hub.sessions.register(owner.ai_id, orphan, None, "active", now_ms())
+    await hub.graph.query("MATCH (s:Session {session_id: $s, owner: $o}) SET s.group_id = $g",
+                          {"s": orphan, "o": owner.ai_id, "g": missing})
+    with pytest.raises(NotFound) as gone:
+        await owner.migrate_session_with_memories(orphan, new_id("s"))
+    assert str(gone.value).replace(missing, "G") == str(left.value).replace(team, "G")
+    # Back in the team, the same migration goes through, into a session of the team.
+    await ops.add_member(team, owner.ai_id)
+    assert (await owner.migrate_session_with_memories(session, fresh)).migrated_beads == 2
+    assert (await owner.get_session(fresh)).group_id == team
 
 
 async def test_a_session_member_check_does_not_reveal_whether_an_unknown_group_exists(

@@ -6,7 +6,7 @@ named and moved only as far as the caller may see it.
 
 from __future__ import annotations
 
-from recall_schemas import Conflict, Forbidden, NotFound
+from recall_schemas import Conflict, NotFound
 from recall_schemas.coordination import (
     CheckSession,
     GetSession,
@@ -26,10 +26,10 @@ async def register_session(
     ctx: HubContext, owner: str, session_id: str, group_id: str | None = None, state: str = "active"
 ) -> Session:
     """Create ``owner``'s session of that id or update its state (sessions are per owner); a group the
-    owner is not in is refused."""
+    owner is not in now is ``not_found``, like one that does not exist."""
     session = await ctx.sessions.register(owner, session_id, group_id, state, now_ms())
     if session is None:
-        raise Forbidden(f"{owner} is not a member of {group_id}")
+        raise NotFound(f"group {group_id} not found")
     return session
 
 
@@ -42,16 +42,21 @@ async def get_session(ctx: HubContext, caller: str, req: GetSession) -> Session:
 
 async def migrate_session_with_memories(ctx: HubContext, caller: str, req: MigrateSession) -> MigrationResult:
     """One atomic query: the old session is marked migrated and every bead of it the caller may see
-    moves to the new one. Beads keep their ids and edges, so FOLLOWS_FROM chains stay whole."""
+    moves to the new one. Beads keep their ids and edges, so FOLLOWS_FROM chains stay whole. The new
+    session (made in the old one's group, or found) must be of no group or of one the caller is a member
+    of now, checked in the same query; else the group is ``not_found`` and nothing changes."""
     if req.old_session_id == req.new_session_id:
         raise Conflict("a session cannot migrate to itself")
     moved = await ctx.sessions.migrate(caller, req.old_session_id, req.new_session_id, now_ms())
     if moved is None:
         raise NotFound(f"session {req.old_session_id} not found")
-    count, beads = moved
-    for props in beads:
+    if moved.refused_group is not None:  # a group the caller has left, or never was in: not for it to see
+        raise NotFound(f"group {moved.refused_group} not found")
+    for props in moved.beads:
         await settle_quietly(ctx, props["bead_id"])
-    return MigrationResult(old_session_id=req.old_session_id, new_session_id=req.new_session_id, migrated_beads=count)
+    return MigrationResult(
+        old_session_id=req.old_session_id, new_session_id=req.new_session_id, migrated_beads=moved.count
+    )
 
 
 async def check_session(ctx: HubContext, caller: str, req: CheckSession) -> IntegrityReport:

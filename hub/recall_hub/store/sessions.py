@@ -53,6 +53,16 @@ class HeldBead:
     """The bead is linked ``FOLLOWS_FROM`` to a bead the caller may see."""
 
 
+@dataclass(frozen=True)
+class Migration:
+    """What a migration did: the beads it moved (their properties after the move), or the group it refused."""
+
+    count: int
+    beads: list[Props]
+    refused_group: str | None = None
+    """The group the new session would be tied to, which the caller is not a member of (nothing changed)."""
+
+
 class SessionStore:
     def __init__(self, graph: GraphStore) -> None:
         self.graph = graph
@@ -106,25 +116,32 @@ class SessionStore:
         )
         return _session(rows[0][0]) if rows else None
 
-    async def migrate(self, caller: str, old: str, new: str, now: int) -> tuple[int, list[Props]] | None:
+    async def migrate(self, caller: str, old: str, new: str, now: int) -> Migration | None:
         """One atomic query: the caller's session ``old`` is marked migrated to ``new`` (created for the
-        caller if needed) and every bead of it the caller may see moves along, keeping its id and
-        edges. ``(beads moved, their properties)``, or None when the caller has no session ``old``;
-        nothing changes then."""
+        caller if needed, in ``old``'s group) and every bead of it the caller may see moves along, keeping
+        its id and edges — if ``new`` is then of no group or of a group the caller is a member of now (a
+        session is never tied to a group the caller has left). None when the caller has no session
+        ``old``; nothing changes then, nor when the group is refused (:attr:`Migration.refused_group`)."""
         rows = await self.graph.query(
             MY_GROUPS + "MATCH (old:Session {session_id: $old, owner: $caller}) "
+            "OPTIONAL MATCH (known:Session {session_id: $new, owner: $caller}) "
+            "WITH my_groups, old, CASE WHEN known IS NULL THEN old.group_id ELSE known.group_id END AS group_id "
+            "WITH my_groups, old, group_id, group_id IS NULL OR group_id IN my_groups AS allowed "
+            "FOREACH (_ IN CASE WHEN allowed THEN [1] ELSE [] END | "
             "MERGE (new:Session {session_id: $new, owner: $caller}) "
             "ON CREATE SET new.created_at = $now, new.group_id = old.group_id, new.state = 'active' "
-            "SET old.state = 'migrated', old.migrated_to = $new "
-            "WITH my_groups, old OPTIONAL MATCH (b:Bead {session_id: $old}) "
-            f"WHERE b.created_by = $caller AND {visible('b')} "
-            "WITH old, collect(b) AS beads "  # grouped by old: no row at all when old was refused
+            "SET old.state = 'migrated', old.migrated_to = $new) "
+            "WITH my_groups, old, group_id, allowed OPTIONAL MATCH (b:Bead {session_id: $old}) "
+            f"WHERE allowed AND b.created_by = $caller AND {visible('b')} "
+            "WITH old, group_id, allowed, collect(b) AS beads "  # grouped by old: no row when old was refused
             "FOREACH (x IN beads | SET x.session_id = $new, x.updated_at = $now "
             + record("attributes", after="x", before="x", text_changed="false") + ") "
-            "RETURN size(beads), [x IN beads | properties(x)]",
+            "RETURN allowed, group_id, size(beads), [x IN beads | properties(x)]",
             {"old": old, "new": new, "caller": caller, "now": now, **record_params()},
         )
         if not rows:
             return None
-        count, moved = rows[0]
-        return int(count), [dict(p) for p in moved]
+        allowed, group_id, count, moved = rows[0]
+        if not allowed:
+            return Migration(0, [], refused_group=group_id)
+        return Migration(int(count), [dict(p) for p in moved])
