@@ -7,6 +7,7 @@ tests call :func:`dispatch` directly.
 
 Each call is one request scope (:func:`recall_hub.store.replica.request_scope`): the operations of
 :data:`STALE_READS` may read from a replica, and a request that wrote returns once the replicas have it.
+A Redis outage met anywhere in a call is ``unavailable`` (:func:`recall_hub.outages.as_unavailable`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from recall_hub.ops import (
     sessions,
     trust,
 )
+from recall_hub.outages import as_unavailable
 from recall_hub.retrieval import search
 from recall_hub.store.replica import request_scope
 
@@ -77,5 +79,8 @@ uses to check what it has just done (``get_bead`` after a create, ``list_members
 
 
 async def dispatch(ctx: HubContext, caller: str, op: str, request: BaseModel) -> BaseModel:
-    async with request_scope(stale_reads=op in STALE_READS):
-        return await HANDLERS[op](ctx, caller, request)
+    """Run one operation. A store that cannot reach Redis fails it as ``unavailable`` (the one place that maps
+    it: no store needs to, and none can leak an outage as an internal error)."""
+    with as_unavailable():
+        async with request_scope(stale_reads=op in STALE_READS):
+            return await HANDLERS[op](ctx, caller, request)

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from recall_schemas import MemoryBead
 from redis.asyncio import Redis
 
+from recall_hub.outages import log_failure
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.timeutil import from_ms, now_ms
@@ -178,18 +179,18 @@ class AuditLog:
         pool = self.redis.connection_pool
         try:
             connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        except Exception:
-            log.exception("audit record lost for %s %s", ai_id, op)
+        except Exception as exc:
+            log_failure(log, f"audit record lost for {ai_id} {op}", exc)
             return
         try:
             # One command to pack and one round trip, however many beads a reply named (a search names 20).
             await connection.send_command(
                 "EVAL", _RECORD, len(keys), *keys, self.maxlen, self.bead_maxlen, self.bead_ttl_s, held_count, *flat
             )
-        except Exception:
+        except Exception as exc:
             await connection.disconnect()
             await pool.release(connection)
-            log.exception("audit record lost for %s %s", ai_id, op)
+            log_failure(log, f"audit record lost for {ai_id} {op}", exc)
             return
         task = asyncio.create_task(self._confirm(connection, ai_id, op, ids, fields))
         self._pending.add(task)
@@ -219,8 +220,8 @@ class AuditLog:
                         pipe.xadd(key, fields, maxlen=self.bead_maxlen, approximate=True)  # type: ignore[arg-type]
                         pipe.expire(key, self.bead_ttl_s)
                     await pipe.execute()
-        except Exception:
-            log.exception("audit record lost for %s %s", ai_id, op)
+        except Exception as exc:
+            log_failure(log, f"audit record lost for {ai_id} {op}", exc)
 
     async def _existing(self, bead_ids: list[str]) -> list[str]:
         if self.graph is None:

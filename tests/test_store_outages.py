@@ -1,0 +1,109 @@
+"""A Redis outage reaches callers as ``unavailable`` (retry later), never ``internal``, whichever store
+meets it — key-value memory, the change feed, the audit — and names that store. The hub here keeps its
+graph (FalkorDB) and its Redis on the servers of two stacks of its own, so Redis can stop while the graph
+answers, as with external servers; the session's stack is left alone."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis.exceptions
+from recall_client import RecallClient, Unavailable
+from recall_hub.config import HubSettings
+from recall_hub.embedders import EmbedderConfig
+from recall_hub.outages import as_unavailable
+from recall_hub.service.server import running_hub
+from recall_hub.tooling.stack import EmbeddedStack
+from recall_schemas import ErrorCode
+
+from tests.conftest import new_ai, until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@dataclass
+class Hub:
+    ops: RecallClient
+    group_id: str
+    redis: EmbeddedStack
+    """The stack whose redis-server holds the hub's vectors, key-value memory, change logs and audit."""
+
+
+@pytest.fixture(scope="module")
+def two_stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedStack, EmbeddedStack]]:
+    """One stack for NATS and the graph, one for Redis."""
+    with (
+        EmbeddedStack(tmp_path_factory.mktemp("graph-stack")) as graph,
+        EmbeddedStack(tmp_path_factory.mktemp("redis-stack")) as redis_stack,
+    ):
+        yield graph, redis_stack
+
+
+@pytest.fixture
+async def hub(two_stacks: tuple[EmbeddedStack, EmbeddedStack]) -> AsyncIterator[Hub]:
+    graph, redis_stack = two_stacks
+    settings = HubSettings(
+        nats_url=graph.nats_url, falkordb_url=graph.redis_url, redis_url=redis_stack.redis_url,
+        graph_name=f"outage_{secrets.token_hex(4)}", embedder=EmbedderConfig(kind="hash"),
+    )
+    async with running_hub(settings), RecallClient(new_ai("o"), graph.nats_url) as ops:
+        group_id = (await ops.create_group("outage")).group_id
+        try:
+            yield Hub(ops, group_id, redis_stack)
+        finally:
+            proc = redis_stack.child("redis-server").proc
+            if proc is not None and proc.poll() is not None:
+                redis_stack.respawn("redis-server")
+
+
+async def _unavailable(call: Awaitable[Any], store: str) -> None:
+    with pytest.raises(Unavailable) as failed:
+        await call
+    assert failed.value.code is ErrorCode.UNAVAILABLE
+    assert failed.value.message.startswith(f"{store} store unreachable: ")
+    assert failed.value.details == {"store": store}
+
+
+async def test_a_redis_outage_is_unavailable_naming_the_store(hub: Hub, caplog: pytest.LogCaptureFixture) -> None:
+    ops = hub.ops
+    await ops.learn("before", "learnt while Redis ran")
+    hub.redis.kill("redis-server", hard=False)
+    caplog.set_level(logging.WARNING, logger="recall_hub")
+
+    await _unavailable(ops.learn("during", "learnt while Redis is down"), "kv")
+    await _unavailable(ops.recall("before"), "kv")
+    await _unavailable(ops.changes_since(hub.group_id), "feed")  # the membership check reads the graph: fine
+    await _unavailable(ops.changes_since("global"), "feed")
+    await _unavailable(ops.audit_log(hub.group_id), "audit")
+    # An operation of the graph alone is answered: its audit entry cannot be written, which the hub logs as
+    # an outage (one line), not as a fault.
+    assert [g.group_id for g in await ops.list_groups()] == [hub.group_id]
+    lost = [r for r in caplog.records if "audit record lost" in r.getMessage() and "list_groups" in r.getMessage()]
+    assert lost and all(r.levelno == logging.WARNING and r.exc_info is None for r in lost)
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]
+
+    hub.redis.respawn("redis-server")
+    await until("key-value memory answers again", lambda: ops.recall("before"))
+    assert (await ops.recall("before")).value == "learnt while Redis ran"
+    assert (await ops.learn("after", "learnt once Redis was back")).value == "learnt once Redis was back"
+
+
+def test_a_redis_timeout_in_a_store_is_unavailable_too() -> None:
+    """Timeouts count as much as refused connections; the store named is the one called, not a helper of it."""
+    helper: dict[str, Any] = {"__name__": "recall_hub.store.connections", "redis": redis}
+    exec("def send():\n    raise redis.exceptions.TimeoutError('Timeout reading from socket')", helper)
+    store: dict[str, Any] = {"__name__": "recall_hub.store.feed", "send": helper["send"]}
+    exec("def read():\n    send()", store)
+    with pytest.raises(Unavailable) as failed, as_unavailable():
+        store["read"]()
+    assert failed.value.message == "feed store unreachable: Timeout reading from socket"
+    assert isinstance(failed.value.__cause__, redis.exceptions.TimeoutError)
+    with pytest.raises(Unavailable, match=r"^a store unreachable: Connection refused$"), as_unavailable():
+        raise redis.exceptions.ConnectionError("Connection refused")
+    with pytest.raises(KeyError), as_unavailable():  # anything else stays what it is: a fault
+        raise KeyError("bead_id")
