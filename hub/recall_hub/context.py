@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -62,6 +63,9 @@ class HubContext:
     """Read replicas, each watched by a task of its own (store/replica.py); empty: every read on the primary."""
     extractor: Extractor | None = None
     """The LLM remember_extracted asks (RECALL_EXTRACTOR__URL); None: a deterministic outline of the text."""
+    forgotten: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when this hub forgets beads: their erasure from the servers' logs and files is due
+    (:func:`recall_hub.ops.erasure.erase_forever`)."""
 
     @classmethod
     async def connect(cls, settings: HubSettings, embedder: Embedder | None = None) -> HubContext:

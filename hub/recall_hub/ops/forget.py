@@ -3,7 +3,8 @@
 Who may forget a bead is who may delete it: its creator, or for a group bead the group's ops. The
 bead is replaced by a tombstone in one atomic query (:meth:`recall_hub.store.forget.ForgetStore.forget`);
 the after-commit work removes its vector and keyword entries and logs a ``forgotten`` change without
-content; then every change-log entry that still carries a snapshot of a forgotten bead is deleted.
+content; then the bead's content is erased from the change logs, the servers' own logs and the files on
+disk (:mod:`recall_hub.ops.erasure`).
 A tombstone is seen only by who forgot the bead and, for a group bead, the group's ops; to everyone
 else a forgotten bead is missing, like any bead they cannot see.
 """
@@ -33,7 +34,6 @@ from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.ops.deny_list import encode_vector, forget_store
 from recall_hub.ops.groups import role_in
-from recall_hub.outages import log_failure
 from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.timeutil import from_ms, now_ms
 
@@ -62,16 +62,13 @@ async def _with_vectors(ctx: HubContext, beads: Sequence[Mapping[str, Any]]) -> 
 
 
 async def _after_forget(ctx: HubContext, bead_ids: Sequence[str]) -> None:
-    """The forgotten beads' after-commit work, then their content out of every change log (with that of
-    any forgotten bead an interrupted earlier forget left there)."""
+    """The forgotten beads' after-commit work (vector, keyword entry, a ``forgotten`` change without content);
+    their erasure from the change logs, the servers' logs and files is owed by their tombstones and starts at
+    once (:mod:`recall_hub.ops.erasure`). Meanwhile the change feed withholds snapshots of beads its reader
+    cannot see."""
     for bead_id in bead_ids:
         await settle_quietly(ctx, bead_id)
-    store = forget_store(ctx)
-    try:
-        everything = {t["bead_id"] for t in await store.system_tombstones()}
-        await store.erase_from_change_logs(everything | set(bead_ids))
-    except Exception as exc:  # committed: the change feed withholds snapshots of invisible beads meanwhile
-        log_failure(log, "erasing forgotten beads from the change logs left for the next forget", exc)
+    ctx.forgotten.set()
 
 
 async def forget_bead(ctx: HubContext, caller: str, req: ForgetBead) -> Tombstone:

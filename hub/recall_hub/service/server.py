@@ -17,6 +17,7 @@ from nats.aio.client import Client as NATS
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import sweep_forever
+from recall_hub.ops.erasure import erase_forever
 from recall_hub.ops.indexing import repair
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import EventConsumer
@@ -102,6 +103,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # while the hub already serves; `service.repaired` lets callers wait for it.
     service.repaired = asyncio.create_task(repair(ctx))
     legacy_check = asyncio.create_task(_warn_about_legacy_keys(ctx))
+    telemetry_check = asyncio.create_task(_warn_about_query_telemetry(ctx))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
@@ -110,6 +112,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # took 4.74 -> 4.50 ms p50 and a hybrid one 12.4 -> 12.0 (the same run, alternating requests).
     gc.set_threshold(*GC_THRESHOLDS)
     sweeper: asyncio.Task[None] | None = None
+    eraser: asyncio.Task[None] | None = None
     follower: asyncio.Task[None] | None = None
     reads: asyncio.Task[None] | None = None
     status: StatusServer | None = None
@@ -125,11 +128,15 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         sweeper = asyncio.create_task(
             sweep_forever(ctx, settings.outbox_interval_s, settings.outbox_grace_ms), name="recall-outbox-sweep"
         )
+        eraser = asyncio.create_task(erase_forever(ctx, settings.outbox_interval_s), name="recall-erasure")
         reads = asyncio.create_task(ctx.accessed.flush_forever(settings.access_flush_s), name="recall-read-times")
         await consumer.start()
         yield service
     finally:
-        background = [t for t in (sweeper, follower, reads, service.repaired, legacy_check) if t is not None]
+        background = [
+            t for t in (sweeper, eraser, follower, reads, service.repaired, legacy_check, telemetry_check)
+            if t is not None
+        ]
         for task in background:
             task.cancel()
         # Finished before the stores close under them (a task left running would retry on closed pools).
@@ -172,6 +179,18 @@ async def _warn_about_legacy_keys(ctx: HubContext) -> None:
             )
     except Exception as exc:  # a check for the operator's benefit; never a reason to stop serving
         log.debug("legacy key check failed: %s", exc)
+
+
+async def _warn_about_query_telemetry(ctx: HubContext) -> None:
+    try:
+        if await ctx.graph.records_telemetry():
+            log.warning(
+                "FalkorDB runs with CMD_INFO on: it keeps every query, with its parameters (the text of beads), in "
+                "the stream telemetry{%s}. Start it with `CMD_INFO no` (the embedded stack does); meanwhile the hub "
+                "deletes that stream after every forget.", ctx.settings.graph_name,
+            )
+    except Exception as exc:  # a check for the operator's benefit; never a reason to stop serving
+        log.debug("telemetry check failed: %s", exc)
 
 
 async def serve_forever(settings: HubSettings, stop: asyncio.Event) -> None:

@@ -39,6 +39,7 @@ from recall_hub.store.backup_records import (
     StreamRecord,
     StringRecord,
 )
+from recall_hub.store.erasure import carries_snapshot
 from recall_hub.store.graph import GraphStore, compact_rows
 from recall_hub.store.keys import BACKED_UP, Keys, backed_up_family
 
@@ -162,7 +163,9 @@ class SnapshotReader:
         return snapshot
 
     async def key_records(self, snapshot: Snapshot, page: int = PAGE) -> AsyncIterator[KeyRecord]:
-        """The copied keys as records, a page at a time (a large hash or stream gives several)."""
+        """The copied keys as records, a page at a time (a large hash or stream gives several). A change-log
+        entry holding a snapshot of a forgotten bead is left out, whether or not its erasure is done yet."""
+        forgotten = {str(n.props.get("bead_id")) for n in snapshot.nodes if "Tombstone" in n.labels}
         for key in snapshot.keys:
             copy = self.keys.backup_copy(snapshot.token, key.name)
             if key.type == "hash":
@@ -182,9 +185,10 @@ class SnapshotReader:
                     entries: Any = await self.redis.xrange(copy, min=after, max="+", count=page)
                     if not entries:
                         break
+                    kept = [(i, f) for i, f in entries if not (forgotten and carries_snapshot(f, forgotten))]
                     yield StreamRecord(
                         name=key.name, ttl_ms=key.ttl_ms,
-                        entries=[(_text(i), {_text(k): _text(v) for k, v in f.items()}) for i, f in entries],
+                        entries=[(_text(i), {_text(k): _text(v) for k, v in f.items()}) for i, f in kept],
                     )
                     after = f"({_text(entries[-1][0])}"
             elif key.type == "string":

@@ -1,5 +1,5 @@
-"""Tombstones and the deny-list of forgotten content, in the graph; erasing a forgotten bead's content
-from the change logs, in Redis.
+"""Tombstones and the deny-list of forgotten content, in the graph (erasing what the servers keep besides:
+:mod:`recall_hub.store.erasure`).
 
 Forgetting is one atomic query per batch of beads: each bead the caller may modify is replaced by a
 ``(:Tombstone)`` (its id, content hash, scope, who, when, why; never its title, content, tags or
@@ -13,9 +13,8 @@ The tombstones are also the forget ledger a restore re-applies (:meth:`ForgetSto
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -188,36 +187,3 @@ class ForgetStore:
             )
             await self.graph.query("UNWIND $ids AS id MATCH (o:Outbox {bead_id: id}) DELETE o", {"ids": ids})
         return ids
-
-    # --- the change logs ------------------------------------------------------------------------
-
-    async def erase_from_change_logs(self, bead_ids: Iterable[str]) -> int:
-        """Delete every change-log entry that carries a snapshot of one of ``bead_ids`` (in every scope's
-        log: a bead may have moved); the entries without content stay. How many were deleted."""
-        doomed_ids = set(bead_ids)
-        if not doomed_ids:
-            return 0
-        erased = 0
-        async for key in self.redis.scan_iter(match=self.keys.family_pattern("changes"), count=PAGE):
-            after = "-"
-            while True:
-                entries: Any = await self.redis.xrange(key, min=after, max="+", count=PAGE)
-                if not entries:
-                    break
-                doomed = [entry_id for entry_id, fields in entries if _carries(fields, doomed_ids)]
-                if doomed:
-                    erased += int(await self.redis.xdel(key, *doomed))
-                last = entries[-1][0]
-                after = "(" + (last.decode() if isinstance(last, bytes) else str(last))
-        return erased
-
-
-def _carries(fields: dict[bytes, bytes], bead_ids: set[str]) -> bool:
-    raw = fields.get(b"change")
-    if raw is None:
-        return False
-    try:
-        change = json.loads(raw)
-    except ValueError:
-        return False
-    return change.get("bead_id") in bead_ids and change.get("bead") is not None

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from recall_schemas import InvalidRequest, Unavailable
-from redis.asyncio import BlockingConnectionPool
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 
@@ -146,6 +146,21 @@ class GraphStore:
         rows = Rows(compact_rows(reply))
         rows.exec_ms = _execution_ms(reply[-1])
         return rows
+
+    @property
+    def server(self) -> Redis:
+        """A client of the primary server itself, for what is not a graph query (its configuration, logs and
+        files)."""
+        return self._db.connection  # type: ignore[no-any-return]
+
+    async def records_telemetry(self) -> bool:
+        """Whether FalkorDB records every query of this server, parameters included, in a stream per graph
+        (``CMD_INFO``, on by default: the embedded stack starts it off)."""
+        try:
+            setting = await self._db.config_get("CMD_INFO")
+        except redis.exceptions.ResponseError:
+            return False  # a FalkorDB without the setting
+        return setting in (1, True, "yes", b"yes")
 
     async def ping(self) -> None:
         try:

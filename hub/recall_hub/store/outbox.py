@@ -13,19 +13,16 @@ lock, so concurrent writes of one bead are worked off one at a time, in commit o
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
+from recall_hub.store.locks import Locks
 from recall_hub.timeutil import now_ms
 
 FEED_SCOPE = (
@@ -67,13 +64,6 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     )
 
 
-_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
-_RENEW = (
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
-)
-LOCK_TTL_S = 5.0
-"""A bead's work lock lives this long unless its holder renews it (every third of it, while working)."""
-LOCK_POLL_S = 0.05
 
 
 def record_params() -> dict[str, Any]:
@@ -108,11 +98,11 @@ def _entry(row: list[Any]) -> OutboxEntry:
 class OutboxStore:
     """System reads and writes of the outbox (the work runs for no caller: it was authorised at commit)."""
 
-    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, lock_ttl_s: float = LOCK_TTL_S) -> None:
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys) -> None:
         self.graph = graph
         self.redis = redis
         self.keys = keys
-        self.lock_ttl_s = lock_ttl_s
+        self.locks = Locks(redis, keys)
 
     async def system_pending(self, bead_id: str) -> list[OutboxEntry]:
         """Every unfinished entry of one bead, oldest first."""
@@ -163,56 +153,12 @@ class OutboxStore:
     @contextlib.asynccontextmanager
     async def bead_locks(self, bead_ids: list[str]) -> AsyncIterator[list[str]]:
         """Try every bead's work lock at once, without waiting; yields the beads whose lock is held."""
-        tokens = {b: uuid.uuid4().hex for b in bead_ids}
-        pipe = self.redis.pipeline(transaction=False)
-        for bead_id, token in tokens.items():
-            pipe.set(self.keys.lock(f"bead:{bead_id}"), token, nx=True, px=self._ttl_ms)
-        held = [b for b, ok in zip(tokens, await pipe.execute(), strict=True) if ok]
-        async with self._leased({b: tokens[b] for b in held}):
-            yield held
+        async with self.locks.try_many([f"bead:{b}" for b in bead_ids]) as held:
+            yield [name.removeprefix("bead:") for name in held]
 
     @contextlib.asynccontextmanager
     async def bead_lock(self, bead_id: str, wait_s: float = 30.0) -> AsyncIterator[bool]:
         """Hold the bead's work lock (shared by every hub on this Redis); yields False if it stays busy
-        for ``wait_s``. A lock whose holder died frees within ``lock_ttl_s``."""
-        token, key = uuid.uuid4().hex, self.keys.lock(f"bead:{bead_id}")
-        deadline = time.monotonic() + wait_s
-        while not await self.redis.set(key, token, nx=True, px=self._ttl_ms):
-            if time.monotonic() >= deadline:
-                yield False
-                return
-            await asyncio.sleep(LOCK_POLL_S)
-        async with self._leased({bead_id: token}):
-            yield True
-
-    @property
-    def _ttl_ms(self) -> int:
-        return int(self.lock_ttl_s * 1000)
-
-    @contextlib.asynccontextmanager
-    async def _leased(self, tokens: dict[str, str]) -> AsyncIterator[None]:
-        """Keep the held locks (bead id -> token) alive while the block runs, then release them. Only a
-        live holder renews: the lock of a hub killed mid-work expires within ``lock_ttl_s``."""
-        keys = {self.keys.lock(f"bead:{b}"): token for b, token in tokens.items()}
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(self.lock_ttl_s / 3)
-                with contextlib.suppress(RedisError):
-                    pipe = self.redis.pipeline(transaction=False)
-                    for key, token in keys.items():
-                        pipe.eval(_RENEW, 1, key, token, self._ttl_ms)
-                    await pipe.execute()
-
-        keeper = asyncio.create_task(renew(), name="recall-bead-locks") if keys else None
-        try:
-            yield
-        finally:
-            if keeper is not None:
-                keeper.cancel()
-            # Released only where still ours (a lock that outlived its ttl may be another's by now).
-            with contextlib.suppress(RedisError):
-                pipe = self.redis.pipeline(transaction=False)
-                for key, token in keys.items():
-                    pipe.eval(_RELEASE, 1, key, token)
-                await pipe.execute()
+        for ``wait_s``. A lock whose holder died frees within its time to live."""
+        async with self.locks.hold(f"bead:{bead_id}", wait_s) as locked:
+            yield locked

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from recall_hub.store.backup_records import NodeRecord
+from recall_hub.store.erasure import ErasureStore
 from recall_hub.store.forget import ForgetStore
 from recall_hub.tooling.backup_file import read_records, verify
 
@@ -26,8 +27,10 @@ def ledger_from_backup(path: Path) -> list[dict[str, Any]]:
 
 
 async def reapply(store: ForgetStore) -> list[str]:
-    """Remove every forgotten bead the restored graph holds and its content from the change logs; the
-    forgotten beads' ids."""
+    """Remove every forgotten bead the restored graph holds and its content from the change logs, and owe
+    their erasure from the servers' files again (the running hubs carry it out); the forgotten beads' ids."""
     forgotten = await store.system_apply()
-    await store.erase_from_change_logs(forgotten)
+    erasure = ErasureStore(store.graph, store.redis, store.keys)
+    await erasure.erase_from_change_logs(forgotten)
+    await erasure.system_mark_pending(forgotten)
     return forgotten

@@ -337,6 +337,7 @@ class EmbeddedStack:
             "--save", "",
             "--protected-mode", "no",
             "--loadmodule", falkordb_module,
+            "CMD_INFO", "no",  # FalkorDB would keep every query, parameters and so bead text included, in a stream
         ]
         port = self.redis_port
         return Child("redis-server", cmd, port, lambda proc, timeout: _wait_for_redis(self.host, port, proc, timeout))

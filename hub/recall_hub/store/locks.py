@@ -1,0 +1,88 @@
+"""Work locks shared by every hub on one Redis: ``SET NX PX`` with a token, renewed while held.
+
+A lock's holder renews it every third of its time to live while its block runs; a hub killed mid-work
+stops renewing, so its locks free within ``ttl_s``. A lock is released only where it is still its
+holder's (one that outlived its time may be another's by now).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from recall_hub.store.keys import Keys
+
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+_RENEW = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+LOCK_TTL_S = 5.0
+"""A lock lives this long unless its holder renews it (every third of it, while working)."""
+LOCK_POLL_S = 0.05
+
+
+class Locks:
+    def __init__(self, redis: Redis, keys: Keys, ttl_s: float = LOCK_TTL_S) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.ttl_s = ttl_s
+
+    @contextlib.asynccontextmanager
+    async def try_many(self, names: Sequence[str]) -> AsyncIterator[list[str]]:
+        """Try every lock of ``names`` at once, without waiting; yields the names whose lock is held."""
+        tokens = {name: uuid.uuid4().hex for name in names}
+        pipe = self.redis.pipeline(transaction=False)
+        for name, token in tokens.items():
+            pipe.set(self.keys.lock(name), token, nx=True, px=self._ttl_ms)
+        held = [name for name, ok in zip(tokens, await pipe.execute(), strict=True) if ok]
+        async with self._leased({name: tokens[name] for name in held}):
+            yield held
+
+    @contextlib.asynccontextmanager
+    async def hold(self, name: str, wait_s: float = 30.0) -> AsyncIterator[bool]:
+        """Hold the lock ``name``; yields False if it stays busy for ``wait_s`` (0: try once)."""
+        token, key = uuid.uuid4().hex, self.keys.lock(name)
+        deadline = time.monotonic() + wait_s
+        while not await self.redis.set(key, token, nx=True, px=self._ttl_ms):
+            if time.monotonic() >= deadline:
+                yield False
+                return
+            await asyncio.sleep(LOCK_POLL_S)
+        async with self._leased({name: token}):
+            yield True
+
+    @property
+    def _ttl_ms(self) -> int:
+        return int(self.ttl_s * 1000)
+
+    @contextlib.asynccontextmanager
+    async def _leased(self, tokens: dict[str, str]) -> AsyncIterator[None]:
+        """Keep the held locks (name -> token) alive while the block runs, then release them."""
+        keys = {self.keys.lock(name): token for name, token in tokens.items()}
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self.ttl_s / 3)
+                with contextlib.suppress(RedisError):
+                    pipe = self.redis.pipeline(transaction=False)
+                    for key, token in keys.items():
+                        pipe.eval(_RENEW, 1, key, token, self._ttl_ms)
+                    await pipe.execute()
+
+        keeper = asyncio.create_task(renew(), name="recall-locks") if keys else None
+        try:
+            yield
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+            with contextlib.suppress(RedisError):
+                pipe = self.redis.pipeline(transaction=False)
+                for key, token in keys.items():
+                    pipe.eval(_RELEASE, 1, key, token)
+                await pipe.execute()
