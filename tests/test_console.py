@@ -16,13 +16,21 @@ import httpx2
 import pytest
 import uvicorn
 from conftest import new_ai, until
+from console_http import csrf_of, sign_in
 from recall_client import RecallClient
 from recall_hub.console import create_app
+from recall_hub.console.api import end_reason
+from recall_hub.console.auth import Identities
+from recall_hub.console.graph import GraphFilters
+from recall_hub.console.pool import CannotConnect, ClientPool
+from recall_hub.console.sessions import Sessions
+from recall_hub.console.settings import ConsoleSettings
 from recall_hub.tooling.stack import EmbeddedStack, free_port
-from recall_schemas import NotFound
+from recall_schemas import Forbidden, NotFound, Unavailable
 from starlette.applications import Starlette
+from starlette.routing import Route
 
-BASE = "http://console.test"
+BASE = "http://127.0.0.1:8800"
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +51,9 @@ async def browser(app: Starlette, ai_id: str | None) -> AsyncIterator[httpx2.Asy
     """A browser signed in as ``ai_id`` (None: not signed in), talking to the app in-process."""
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE) as client:
         if ai_id is not None:
-            reply = await client.post("/login", data={"ai_id": ai_id, "next": "/groups"})
+            reply = await sign_in(client, ai_id)
             assert reply.status_code == 303 and reply.headers["location"] == "/groups"
         yield client
-
-
-def csrf_of(html: str) -> str:
-    match = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert match, "no form token on the page"
-    return match[1]
 
 
 @dataclass
@@ -216,7 +218,7 @@ async def test_bad_input_gets_a_clear_4xx_page(app: Starlette, team: Team) -> No
         to_login = await anonymous.get("/groups")
         assert to_login.status_code == 303 and to_login.headers["location"].startswith("/login?next=")
         assert (await anonymous.get(f"/api/groups/{team.group_id}/graph")).status_code == 401
-        bad_login = await anonymous.post("/login", data={"ai_id": "root"})
+        bad_login = await sign_in(anonymous, "root")
         assert bad_login.status_code == 400 and "AI id" in bad_login.text
         anonymous.cookies.set("recall_console", "e30.0000")  # a cookie with a forged signature
         assert (await anonymous.get("/groups")).status_code == 303
@@ -291,7 +293,7 @@ async def served(app: Starlette) -> AsyncIterator[str]:
 async def test_the_live_feed_delivers_a_change_made_after_connecting(app: Starlette, team: Team) -> None:
     writer = await hub_client(app, team.writer)
     async with served(app) as url, httpx2.AsyncClient(base_url=url, timeout=30) as reader:
-        assert (await reader.post("/login", data={"ai_id": team.reader})).status_code == 303
+        assert (await sign_in(reader, team.reader)).status_code == 303
         async with reader.stream("GET", f"/api/feed/{team.group_id}/events") as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
@@ -378,13 +380,328 @@ async def test_credentials_mode_offers_only_the_identities_it_holds(tmp_path: Pa
         login = await anonymous.get("/login")
         assert 'value="o_leadconsole"' in login.text and 'value="a_workerconsole"' in login.text
         assert "hub" not in re.findall(r'<option value="([^"]+)"', login.text)
-        refused = await anonymous.post("/login", data={"ai_id": "a_someoneelse"})
+        refused = await sign_in(anonymous, "a_someoneelse")
         assert refused.status_code == 400 and "no credentials" in refused.text
-        assert (await anonymous.post("/login", data={"ai_id": "a_workerconsole"})).status_code == 303
+        # Signing in connects first: a file that is no credentials file is said plainly, without its path.
+        broken = await sign_in(anonymous, "a_workerconsole")
+        assert broken.status_code == 403 and "credentials are missing, unreadable" in broken.text
+        assert_no_path(broken.text, tmp_path)
+        assert "recall_console" not in anonymous.cookies
     single = create_app("nats://127.0.0.1:1", creds_dir=tmp_path / "o_leadconsole.creds")
     async with browser(single, None) as anonymous:
-        signed_in = await anonymous.get("/login", params={"next": "/search"})  # one identity: no questions
-        assert signed_in.status_code == 303 and signed_in.headers["location"] == "/search"
-        assert "recall_console" in signed_in.cookies
+        refused = await anonymous.get("/login", params={"next": "/search"})  # one identity: no questions asked
+        assert refused.status_code == 403 and "cannot connect as o_leadconsole" in refused.text
+        assert_no_path(refused.text, tmp_path)
     with pytest.raises(ValueError, match=r"no <ai id>\.creds"):
         create_app("nats://127.0.0.1:1", creds_dir=tmp_path / "nothing-here")
+
+
+def assert_no_path(html: str, data_dir: Path) -> None:
+    """Nothing of the console's filesystem reaches the browser: no directory of it, no file name."""
+    parts = [part for part in data_dir.parts if len(part) > 3]
+    assert parts and not [part for part in parts if part in html], parts
+    assert ".creds" not in html and "Traceback" not in html
+
+
+# --- protection against other sites ----------------------------------------------------------------
+
+CROSS_SITE = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+
+
+def who(html: str) -> str | None:
+    """The identity a page says the browser acts as."""
+    match = re.search(r"Acting as <strong>([^<]+)</strong>", html)
+    return match[1] if match else None
+
+
+async def test_the_sign_in_form_needs_its_token_and_another_site_cannot_sign_a_browser_in(app: Starlette) -> None:
+    victim_id, attacker_id = new_ai(), new_ai()
+    async with browser(app, None) as victim, browser(app, None) as attacker:
+        no_token = await victim.post("/login", data={"ai_id": attacker_id, "next": "/groups"})
+        assert no_token.status_code == 403 and "did not come from this console" in no_token.text
+        assert "recall_console" not in victim.cookies
+        # another browser's token is no good: it belongs to that browser's sign-in cookie
+        theirs = csrf_of((await attacker.get("/login")).text)
+        await victim.get("/login")
+        stolen = await victim.post("/login", data={"ai_id": attacker_id, "csrf": theirs})
+        assert stolen.status_code == 403 and "recall_console" not in victim.cookies
+        # a good token, but posted by another site's page (the browser says so)
+        token = csrf_of((await victim.get("/login")).text)
+        for headers in (CROSS_SITE, {"Origin": "https://evil.example"}, {"Origin": "null"},
+                        {"Referer": "https://evil.example/page"}, {"Sec-Fetch-Site": "same-site"}):
+            refused = await victim.post("/login", data={"ai_id": attacker_id, "csrf": token}, headers=headers)
+            assert refused.status_code == 403, headers
+            assert "recall_console" not in victim.cookies, headers
+        assert (await victim.get("/groups")).status_code == 303  # still not signed in
+        # the console's own page posting: Origin and Sec-Fetch-Site say so
+        own = {"Origin": BASE, "Sec-Fetch-Site": "same-origin"}
+        signed_in = await victim.post("/login", data={"ai_id": victim_id, "csrf": token}, headers=own)
+        assert signed_in.status_code == 303 and who((await victim.get("/groups")).text) == victim_id
+        # signed in, the browser cannot be switched to another identity by another site either
+        switched = await victim.post("/login", data={"ai_id": attacker_id, "csrf": token}, headers=CROSS_SITE)
+        assert switched.status_code == 403 and who((await victim.get("/groups")).text) == victim_id
+
+
+async def test_every_post_refuses_another_sites_form_and_changes_nothing(app: Starlette, team: Team) -> None:
+    writer = await hub_client(app, team.writer)
+    bead = await writer.create_bead("Trust me", visibility="group", group_id=team.group_id)
+    newcomer = new_ai()
+    forms = {
+        "/login": {"ai_id": newcomer},
+        "/logout": {},
+        "/groups": {"name": "forged group"},
+        "/groups/{group_id}/members": {"ai_id": newcomer, "role": "ops"},
+        "/groups/{group_id}/members/remove": {"ai_id": team.writer},
+        "/groups/{group_id}/handoff": {"to_agent": team.writer, "brief": "forged"},
+        "/beads/{bead_id}/verify": {"note": "forged"},
+        "/beads/{bead_id}/reject": {"reason": "forged"},
+        "/handoffs/{handoff_id}/acknowledge": {"group": team.group_id},
+    }
+    posts = {r.path for r in app.routes if isinstance(r, Route) and r.methods and "POST" in r.methods}
+    assert posts == set(forms), "a new form: add it here"
+    ops = await hub_client(app, team.ops)
+
+    async def state() -> object:
+        groups = await ops.list_groups()
+        return ([(g.group_id, sorted(m.ai_id for m in g.members)) for g in groups],
+                (await ops.get_bead(bead.bead_id)).trust, await ops.list_handoffs(team.group_id))
+
+    before = await state()
+    async with browser(app, team.ops) as console:
+        token = csrf_of((await console.get("/groups")).text)
+        ids = {"group_id": team.group_id, "bead_id": bead.bead_id, "handoff_id": "h_doesnotexist00"}
+        for path, form in forms.items():
+            target = path.format(**ids)
+            for data, headers in (
+                (form, {}),  # no token
+                ({**form, "csrf": "forged"}, {}),  # a wrong one
+                ({**form, "csrf": "jeton-forgé"}, {}),  # not even ASCII
+                ({**form, "csrf": token}, CROSS_SITE),  # the right one, posted by another site's page
+                ({**form, "csrf": token}, {"Origin": "https://evil.example"}),
+            ):
+                reply = await console.post(target, data=data, headers=headers)
+                assert reply.status_code == 403, (target, data, headers)
+                assert who((await console.get("/groups")).text) == team.ops, (target, headers)
+    assert await state() == before
+
+
+async def test_signing_out_ends_the_session_for_every_copy_of_its_cookie(app: Starlette, team: Team) -> None:
+    async with browser(app, team.reader) as reader:
+        page = await reader.get("/groups")
+        cookie, token = reader.cookies["recall_console"], csrf_of(page.text)
+        assert who(page.text) == team.reader
+        out = await reader.post("/logout", data={"csrf": token})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+    async with browser(app, None) as replay:
+        replay.cookies.set("recall_console", cookie)  # the copied cookie, after the sign-out
+        refused = await replay.get("/groups")
+        assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+        assert (await replay.get(f"/api/groups/{team.group_id}/graph")).status_code == 401
+        stale = await replay.post(f"/groups/{team.group_id}/members", data={"ai_id": new_ai(), "csrf": token})
+        assert stale.status_code == 303 and stale.headers["location"].startswith("/login")
+
+
+async def test_sessions_end_at_their_age_and_the_oldest_go_beyond_the_limit() -> None:
+    now = [0.0]
+    sessions = Sessions(max_age_s=100, limit=3, clock=lambda: now[0])
+    first, _ = sessions.start("a_first1")
+    assert sessions.find(first) is not None and sessions.find("not-a-session") is None
+    now[0] = 101
+    assert sessions.find(first) is None
+    cookies = [sessions.start(f"a_many{i}")[0] for i in range(4)]
+    assert [sessions.find(c) is not None for c in cookies] == [False, True, True, True]
+
+
+SECURITY_HEADERS = ("content-security-policy", "x-frame-options", "x-content-type-options", "referrer-policy")
+
+
+def assert_protected(reply: httpx2.Response, what: str) -> None:
+    for name in SECURITY_HEADERS:
+        assert name in reply.headers, (what, name)
+    policy = dict(d.strip().split(" ", 1) for d in reply.headers["content-security-policy"].split(";"))
+    assert policy["default-src"] == "'none'" and policy["script-src"] == "'self'", what
+    assert policy["frame-ancestors"] == "'none'" and policy["form-action"] == "'self'", what
+    assert "unsafe" not in reply.headers["content-security-policy"], what
+    assert reply.headers["x-frame-options"] == "DENY" and reply.headers["x-content-type-options"] == "nosniff"
+    assert reply.headers["referrer-policy"] == "same-origin", what
+
+
+async def test_every_response_carries_the_security_headers(app: Starlette, team: Team,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    async with browser(app, None) as anonymous:
+        for path in ("/login", "/groups", "/static/graph.js", "/static/console.css", "/colours.css", "/no/such/page",
+                     f"/api/groups/{team.group_id}/graph"):
+            assert_protected(await anonymous.get(path), path)
+        assert_protected(await anonymous.post("/login", data={"ai_id": "a_nobody"}), "a refused sign-in")
+    async with browser(app, team.reader) as reader:
+        token = csrf_of((await reader.get("/groups")).text)
+        replies = {
+            "a page": await reader.get("/groups"),
+            "a bad id": await reader.get("/beads/not-a-bead"),
+            "a hidden bead": await reader.get(f"/beads/{team.private_id}"),
+            "the graph JSON": await reader.get(f"/api/groups/{team.group_id}/graph"),
+            "a bad JSON query": await reader.get(f"/api/groups/{team.group_id}/graph?limit=0"),
+            "a forged form": await reader.post(f"/groups/{team.group_id}/members", data={"csrf": "x"}),
+            "a hub refusal": await reader.post(f"/groups/{team.group_id}/members",
+                                               data={"ai_id": new_ai(), "csrf": token}),
+            "a wrong method": await reader.delete("/groups"),
+        }
+        assert [r.status_code for r in replies.values()] == [200, 400, 404, 200, 400, 403, 403, 405]
+        for what, reply in replies.items():
+            assert_protected(reply, what)
+            assert reply.headers["cache-control"] == "no-store", what
+        assert (await reader.get("/static/graph.js")).headers.get("cache-control") != "no-store"
+
+    def broken(params: object) -> None:
+        raise RuntimeError("/var/lib/recall/secret.creds went missing")
+
+    monkeypatch.setattr(GraphFilters, "parse", broken)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app, raise_app_exceptions=False),
+                                  base_url=BASE) as client:
+        assert (await sign_in(client, team.reader)).status_code == 303
+        crashed = await client.get(f"/groups/{team.group_id}/graph")
+    assert crashed.status_code == 500 and "reference" in crashed.text
+    assert "secret.creds" not in crashed.text and "Traceback" not in crashed.text
+    assert_protected(crashed, "the unexpected-error page")
+
+
+async def test_pages_carry_no_inline_script_or_style(app: Starlette, team: Team) -> None:
+    """The Content-Security-Policy allows neither, so the pages must not need them."""
+    async with browser(app, None) as anonymous:
+        pages = {"/login": (await anonymous.get("/login")).text}
+    async with browser(app, team.ops) as ops:
+        for path in ("/groups", f"/groups/{team.group_id}/graph", f"/search?q={team.word}&mode=keyword",
+                     f"/beads/{team.shared_id}", f"/handoffs?group={team.group_id}", f"/feed/{team.group_id}",
+                     f"/groups/{team.group_id}/audit", "/beads/b_doesnotexist00"):
+            reply = await ops.get(path)
+            assert reply.status_code in (200, 404), path
+            pages[path] = reply.text
+    for path, html in pages.items():
+        assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == [], path
+        assert re.findall(r"<[^>]+\sstyle=", html) == [] and "<style" not in html, path
+        assert re.findall(r"<[^>]+\son[a-z]+=", html) == [], path
+    assert 'class="type bead-type-decision"' in pages[f"/beads/{team.shared_id}"]
+    colours = (await anonymous_get(app, "/colours.css")).text
+    assert ".bead-type-decision { --type-colour: #d62728; }" in colours
+
+
+async def anonymous_get(app: Starlette, path: str) -> httpx2.Response:
+    async with browser(app, None) as anonymous:
+        return await anonymous.get(path)
+
+
+async def test_the_console_answers_only_to_its_allowed_host_names(stack: EmbeddedStack) -> None:
+    app = create_app(stack.nats_url, dev=True)  # default: loopback names only
+    async with browser(app, None) as console:
+        for host in ("127.0.0.1:8800", "localhost", "[::1]:8800", "LOCALHOST.:80"):
+            assert (await console.get("/login", headers={"Host": host})).status_code == 200, host
+        rebound = await console.get("/login", headers={"Host": "evil.example:8800"})
+        assert rebound.status_code == 400 and "host name" in rebound.text
+        assert_protected(rebound, "a refused host")
+    named = create_app(stack.nats_url, dev=True, settings=ConsoleSettings(allowed_hosts="console.example"))
+    async with browser(named, None) as console:
+        assert (await console.get("/login", headers={"Host": "console.example"})).status_code == 200
+        assert (await console.get("/login")).status_code == 400
+    await app.state.console.close()
+    await named.state.console.close()
+
+
+async def test_the_graph_filter_form_is_valid_as_served(app: Starlette, team: Team) -> None:
+    """Every number field's value lies within its own bounds, or the browser would never submit the form."""
+    async with browser(app, team.reader) as reader:
+        html = (await reader.get(f"/groups/{team.group_id}/graph")).text
+    number = r'<input id="f-(\w+)" name="\w+" type="number" value="(\d+)"[^>]*min="(\d+)" max="(\d+)"'
+    numbers = re.findall(number, html)
+    assert {name for name, *_ in numbers} == {"limit", "edges"}
+    for name, value, low, high in numbers:
+        assert int(low) <= int(value) <= int(high), name
+
+
+# --- the hub connections -----------------------------------------------------------------------------
+
+
+async def test_the_pool_replaces_its_oldest_idle_connection_at_the_cap_and_refuses_when_all_are_busy(
+        stack: EmbeddedStack, hub: object) -> None:
+    now = [0.0]
+    pool = ClientPool(stack.nats_url, Identities(dev=True, creds_dir=None), max_clients=2, idle_s=600,
+                      clock=lambda: now[0])
+    first, second, third, fourth = (new_ai() for _ in range(4))
+    try:
+        oldest = await pool.client(first)
+        now[0] = 1
+        await pool.client(second)
+        now[0] = 2
+        async with pool.holding(third) as held:  # the cap: the connection idle the longest makes room
+            assert sorted(pool.connected) == sorted([second, third])
+            with pytest.raises(Unavailable):
+                oldest.nc  # noqa: B018 (closed: it has no connection any more)
+            async with pool.holding(second):  # both busy: a fourth identity is refused, plainly
+                with pytest.raises(CannotConnect, match=r"as many identities as it may \(2\), all of them busy"):
+                    await pool.hold(fourth)
+                assert sorted(pool.connected) == sorted([second, third])
+            assert await held.list_groups() == []  # the held connection was never touched
+        await pool.client(fourth)  # second is idle again (released last by now): it gives way
+        assert sorted(pool.connected) == sorted([third, fourth])
+    finally:
+        await pool.close()
+    assert pool.connected == []
+
+
+async def test_a_connection_idle_for_longer_than_the_setting_is_closed(stack: EmbeddedStack, hub: object) -> None:
+    now = [0.0]
+    pool = ClientPool(stack.nats_url, Identities(dev=True, creds_dir=None), idle_s=60, clock=lambda: now[0])
+    idle, streaming = new_ai(), new_ai()
+    try:
+        await pool.client(idle)
+        async with pool.holding(streaming) as held:  # a live feed holds its client however long it runs
+            now[0] = 59
+            assert await pool.close_idle() == [] and sorted(pool.connected) == sorted([idle, streaming])
+            now[0] = 60
+            assert await pool.close_idle() == [idle] and pool.connected == [streaming]
+            now[0] = 10_000
+            assert await pool.close_idle() == []
+            assert await held.list_groups() == []
+        now[0] = 10_059
+        assert await pool.close_idle() == [] and pool.connected == [streaming]
+        now[0] = 10_060
+        assert await pool.close_idle() == [streaming] and pool.connected == []
+    finally:
+        await pool.close()
+
+    # Served, on the real clock: the console's own sweep closes an identity's connection once idle.
+    app = create_app(stack.nats_url, dev=True, settings=ConsoleSettings(client_idle_s=0.2))
+    console = app.state.console
+    try:
+        async with browser(app, idle) as signed_in:
+            assert (await signed_in.get("/groups")).status_code == 200
+            await until("the idle connection is closed", lambda: idle not in console.pool.connected, within=10)
+            assert (await signed_in.get("/groups")).status_code == 200  # the next request connects again
+    finally:
+        await console.close()
+
+
+async def test_sign_in_at_the_cap_with_every_connection_busy_is_refused_plainly(
+        stack: EmbeddedStack, hub: object) -> None:
+    app = create_app(stack.nats_url, dev=True, settings=ConsoleSettings(max_clients=1))
+    pool: ClientPool = app.state.console.pool
+    busy, idle_then_replaced, refused = new_ai(), new_ai(), new_ai()
+    try:
+        async with browser(app, idle_then_replaced), browser(app, busy) as signed_in:
+            assert pool.connected == [busy]  # the first identity was idle: it made room
+            async with pool.holding(busy):
+                async with browser(app, None) as late:
+                    reply = await sign_in(late, refused)
+                    assert reply.status_code == 503 and "as many identities as it may (1)" in reply.text
+                    assert "recall_console" not in late.cookies
+                page = await signed_in.get("/groups")
+                assert page.status_code == 200 and who(page.text) == busy
+    finally:
+        await app.state.console.close()
+
+
+def test_a_feed_that_ends_tells_the_browser_no_address() -> None:
+    assert end_reason(Unavailable("cannot reach NATS at nats://10.0.0.5:4222 within 5s")) == (
+        "the connection to the hub closed"
+    )
+    assert end_reason(RuntimeError("/var/lib/recall/auth/creds/a_x.creds")) == "the connection to the hub closed"
+    assert end_reason(Forbidden("only members may read the feed")) == "only members may read the feed"

@@ -25,6 +25,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 
 from scripts.console_screenshots import INSTALL_HINT, ConsoleServer, find_chromium, headless_chrome, wait_for
 from tests.conftest import ClientFactory, new_ai
@@ -47,13 +48,36 @@ async def console(stack: EmbeddedStack, hub: object) -> AsyncIterator[ConsoleSer
     await asyncio.to_thread(server.stop)
 
 
+PROBLEM_WATCH = """
+window.recallProblems = [];
+document.addEventListener("securitypolicyviolation", function (event) {
+  window.recallProblems.push("CSP " + event.effectiveDirective + " blocked " + (event.blockedURI || "inline") +
+                             " (" + event.sourceFile + ":" + event.lineNumber + ")");
+});
+window.addEventListener("error", function (event) {
+  window.recallProblems.push("error: " + (event.message || (event.target && (event.target.src || event.target.href))));
+}, true);
+window.addEventListener("unhandledrejection", function (event) {
+  window.recallProblems.push("unhandled rejection: " + event.reason);
+});
+"""
+"""Run in every page before its own scripts: the Content-Security-Policy's refusals and script errors."""
+
+
 @pytest.fixture(scope="module")
 def browser(console: ConsoleServer) -> Iterator[WebDriver]:
     driver = headless_chrome()
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": PROBLEM_WATCH})
     try:
         yield driver
     finally:
         driver.quit()
+
+
+def problems(driver: WebDriver) -> list[str]:
+    """The page's Content-Security-Policy refusals and script errors so far."""
+    found: list[str] = driver.execute_script("return window.recallProblems;")
+    return found
 
 
 async def in_browser(step: Callable[..., T], *args: Any) -> T:
@@ -411,3 +435,105 @@ async def test_a_group_of_two_thousand_beads_renders_and_stays_usable(console, b
     drawn_ms, state = await in_browser(render)
     assert len(state["edges"]) >= 1900  # each session's FOLLOWS_FROM chain at least
     print(f"\n2,000 beads and {len(state['edges'])} edges drawn {drawn_ms / 1000:.1f} s after the page began loading")
+
+
+# --- the graph's filters -----------------------------------------------------------------------------
+
+
+async def test_the_graph_filter_form_submits_and_filters_the_graph(console, browser, connect: ClientFactory):
+    ops = await connect(new_ai("o"))
+    group = (await ops.create_group("console-filters")).group_id
+    word = unique("filter")
+    beads = [await ops.create_bead(f"{word} {kind} {i}", visibility="group", group_id=group, bead_type=kind)
+             for i, kind in enumerate(["decision", "fact", "fact", "decision", "note"])]
+    decisions = {b.bead_id for b in beads if b.bead_type.value == "decision"}
+
+    def drawn(d: WebDriver) -> set[str] | None:
+        state = d.execute_script(GRAPH_STATE)
+        return set(state["nodes"]) if state else None
+
+    def filter_by_type() -> None:
+        sign_in(browser, console.url, ops.ai_id)
+        browser.get(f"{console.url}/groups/{group}/graph")
+        wait_for(browser, lambda d: drawn(d) == {b.bead_id for b in beads}, what="every bead drawn")
+        form = browser.find_element(By.CSS_SELECTOR, "form[aria-label='Filter the graph']")
+        assert browser.execute_script("return arguments[0].checkValidity();", form)  # as served
+        Select(form.find_element(By.NAME, "type")).select_by_value("decision")
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_for(browser, lambda d: "type=decision" in d.current_url, what="the filtered page")
+        wait_for(browser, lambda d: drawn(d) == decisions, what="only the decisions drawn")
+        assert text_of(browser, "#graph-status").startswith(f"{len(decisions)} beads")
+        chosen = Select(browser.find_element(By.CSS_SELECTOR, "form[aria-label='Filter the graph'] select[name=type]"))
+        assert chosen.first_selected_option.get_attribute("value") == "decision"  # the form shows the filter
+        assert browser.find_elements(By.CSS_SELECTOR, "main [role=alert]") == []
+        assert problems(browser) == []
+
+    await in_browser(filter_by_type)
+
+
+# --- the Content-Security-Policy ---------------------------------------------------------------------
+
+INVALID_FIELDS = """
+return Array.from(document.querySelectorAll("input, select, textarea"))
+  .filter(function (el) {
+    var v = el.validity;
+    return v.rangeOverflow || v.rangeUnderflow || v.stepMismatch || v.typeMismatch || v.patternMismatch ||
+           v.tooLong || v.badInput;
+  })
+  .map(function (el) { return el.outerHTML; });
+"""
+"""Fields whose value, as served, the browser would refuse to submit (empty required fields aside)."""
+
+
+async def test_no_page_trips_the_content_security_policy_or_serves_an_invalid_form(
+        console, browser, connect: ClientFactory):
+    ops, heir = await connect(new_ai("o")), await connect(new_ai("o"))
+    group = (await ops.create_group("console-policy")).group_id
+    await ops.add_member(group, heir.ai_id)
+    word = unique("policy")
+    bead = await heir.create_bead(f"The {word} holds", "Strict pages.", visibility="group", group_id=group,
+                                  bead_type="decision")
+    await ops.add_relationship(bead.bead_id, (await ops.create_bead(f"{word} root", visibility="group",
+                                                                     group_id=group)).bead_id, "RELATED_TO")
+    await ops.transfer_ops(group, heir.ai_id, "Over to you")
+    pages = {
+        "/groups": "main h1",
+        f"/groups/{group}/graph": "#graph canvas",
+        f"/search?q={word}": "#h-hits",
+        f"/beads/{bead.bead_id}": "main h1",
+        f"/handoffs?group={group}": "main h1",
+        f"/groups/{group}/audit": "main h1",
+        "/beads/b_doesnotexist00": "main h1",
+        "/no/such/page": "main h1",
+    }
+
+    def visit() -> dict[str, list[str]]:
+        seen: dict[str, list[str]] = {}
+        browser.delete_all_cookies()
+        browser.get(f"{console.url}/login")
+        seen["/login"] = problems(browser) + browser.execute_script(INVALID_FIELDS)
+        sign_in(browser, console.url, heir.ai_id)  # the new ops: member forms, the acknowledge form, the audit
+        for path, ready in pages.items():
+            browser.get(console.url + path)
+            wait_for(browser, lambda d, css=ready: d.find_elements(By.CSS_SELECTOR, css), what=path)
+            seen[path] = problems(browser) + browser.execute_script(INVALID_FIELDS)
+        browser.get(f"{console.url}/feed/{group}")
+        wait_for(browser, lambda d: text_of(d, "#feed-status").startswith("Live"), what="the feed listening")
+        seen["/feed"] = problems(browser)
+        # The watch itself works: the policy refuses an inline script and an inline style here.
+        browser.execute_script(
+            "var s = document.createElement('script'); s.textContent = 'window.inlineRan = true;';"
+            "document.body.appendChild(s);"
+            "var d = document.createElement('div'); d.setAttribute('style', 'color: red');"
+            "document.body.appendChild(d);"
+        )
+        wait_for(browser, lambda d: len(problems(d)) >= 2, what="the policy's refusals reported")
+        seen["inline"] = problems(browser)
+        assert browser.execute_script("return window.inlineRan === undefined;")
+        browser.get("about:blank")
+        return seen
+
+    seen = await in_browser(visit)
+    inline = seen.pop("inline")
+    assert {p.split()[1] for p in inline} == {"script-src-elem", "style-src-attr"}, inline
+    assert seen == {path: [] for path in ["/login", *pages, "/feed"]}

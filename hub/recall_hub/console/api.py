@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from recall_client import RecallClient
-from recall_schemas import Change
+from recall_schemas import Change, RecallError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .graph import GraphFilters, group_graph
-from .state import GROUP_ID, client_of, valid_id
+from .state import GROUP_ID, client_of, status_of, valid_id
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,13 @@ async def recent_changes(client: RecallClient, group_id: str, keep: int) -> tupl
         if not batch.truncated and len(batch.changes) < 1000:
             break
     return recent, cursor
+
+
+def end_reason(error: Exception) -> str:
+    """What the browser is told when its feed ends: a hub refusal's message, else no detail (the log has it)."""
+    if isinstance(error, RecallError) and status_of(error) < 500:
+        return error.message
+    return "the connection to the hub closed"
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:
@@ -109,7 +116,7 @@ async def _stream(
                 continue
             if isinstance(item, Exception):
                 log.warning("feed of %s for %s ended: %s", group_id, client.ai_id, item)
-                yield sse("end", {"reason": str(item)})
+                yield sse("end", {"reason": end_reason(item)})
                 return
             yield sse("change", change_json(item))
     finally:

@@ -12,15 +12,20 @@ from urllib.parse import quote
 from recall_schemas import NotFound, RecallError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from . import api, pages
-from .auth import SESSION_COOKIE, BrowserSession, ClientPool, CookieSigner, Identities
-from .html import e, error_box
-from .state import BadInput, Console, NotSignedIn, console_of, status_of
+from .auth import Identities
+from .html import COLOURS_CSS, colours_css, e, error_box
+from .pool import CannotConnect, ClientPool, ReleaseClients
+from .protect import AllowedHosts, SecurityHeaders, with_security_headers
+from .sessions import Sessions, SignInForms
+from .settings import ConsoleSettings
+from .state import BadInput, Console, NotSignedIn, signed_in_session, status_of
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +36,10 @@ def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
-def _signed_in_session(request: Request) -> BrowserSession | None:
-    console = console_of(request)
-    session = console.signer.unsign(request.cookies.get(SESSION_COOKIE))
-    return session if session and console.identities.problem(session.ai_id) is None else None
-
-
 def _problem(request: Request, status: int, title: str, message: str) -> Response:
     if _is_api(request):
         return JSONResponse({"error": message, "status": status}, status_code=status)
-    return pages.page(request, _signed_in_session(request), title, error_box(message), status=status)
+    return pages.page(request, signed_in_session(request), title, error_box(message), status=status)
 
 
 async def on_not_signed_in(request: Request, exc: Exception) -> Response:
@@ -61,10 +60,15 @@ async def on_hub_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, NotFound):
         message = "Not found: it does not exist, or it is not visible to you."
         return _problem(request, 404, "Not found", message)
-    if status >= 500:
+    if status >= 500:  # the detail (addresses, the client's own errors) is for the log, not the browser
         log.warning("hub error on %s: %s", request.url.path, exc)
-        return _problem(request, status, "The hub did not answer", f"The hub is unavailable or slow ({exc.message}).")
+        return _problem(request, status, "The hub did not answer", "The hub is unavailable or slow; try again.")
     return _problem(request, status, "Refused by the hub", exc.message)
+
+
+async def on_cannot_connect(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, CannotConnect)
+    return _problem(request, exc.status, "Cannot connect to the hub", exc.message)
 
 
 async def on_http_error(request: Request, exc: Exception) -> Response:
@@ -80,7 +84,12 @@ async def on_unexpected(request: Request, exc: Exception) -> Response:
     reference = secrets.token_hex(4)
     log.exception("console error %s on %s", reference, request.url.path)
     message = f"Something went wrong in the console (reference {e(reference)} in its log)."
-    return _problem(request, 500, "Console error", message)
+    # Made by Starlette's outermost middleware, outside SecurityHeaders.
+    return with_security_headers(_problem(request, 500, "Console error", message))
+
+
+async def colours_stylesheet(request: Request) -> Response:
+    return Response(colours_css(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
 
 
 ROUTES = [
@@ -103,15 +112,20 @@ ROUTES = [
     Route("/feed/{group_id}", pages.feed_page),
     Route("/api/groups/{group_id}/graph", api.graph_json),
     Route("/api/feed/{group_id}/events", api.feed_events),
+    Route(COLOURS_CSS, colours_stylesheet),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),
 ]
 
 
 def create_app(nats_url: str, *, creds_dir: str | Path | None = None, dev: bool = True,
-               secret: str | None = None) -> Starlette:
+               secret: str | None = None, settings: ConsoleSettings | None = None) -> Starlette:
     """The console as an ASGI application (see the package docstring)."""
+    settings = settings or ConsoleSettings()
     identities = Identities(dev=dev and creds_dir is None, creds_dir=creds_dir)
-    console = Console(identities, ClientPool(nats_url, identities), CookieSigner(secret or secrets.token_urlsafe(32)))
+    pool = ClientPool(nats_url, identities, max_clients=settings.max_clients, idle_s=settings.client_idle_s)
+    console = Console(
+        identities, pool, Sessions(), SignInForms(secret or settings.secret or secrets.token_urlsafe(32))
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -123,9 +137,15 @@ def create_app(nats_url: str, *, creds_dir: str | Path | None = None, dev: bool 
     app = Starlette(
         routes=ROUTES,
         lifespan=lifespan,
+        middleware=[
+            Middleware(SecurityHeaders),
+            Middleware(AllowedHosts, hosts=settings.hosts),
+            Middleware(ReleaseClients, pool=pool),
+        ],
         exception_handlers={
             NotSignedIn: on_not_signed_in,
             BadInput: on_bad_input,
+            CannotConnect: on_cannot_connect,
             RecallError: on_hub_error,
             HTTPException: on_http_error,
             Exception: on_unexpected,

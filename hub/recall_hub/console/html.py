@@ -2,6 +2,8 @@
 
 Every value that comes from the hub or the browser goes through :func:`e` (``html.escape`` with quotes);
 the functions here return markup that is already safe to join. No bead text is ever inserted unescaped.
+Pages carry no inline script or style (the Content-Security-Policy forbids both): colours are classes of
+the stylesheet :func:`colours_css` makes, scripts are files under ``/static``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from recall_schemas import BeadType, MemoryBead, RelType
 
+COLOURS_CSS = "/colours.css"
 NAV = (("/groups", "Groups"), ("/search", "Search"), ("/handoffs", "Handoffs"))
 CURRENT = ' aria-current="page"'
 
@@ -37,6 +40,22 @@ EDGE_COLOURS: dict[str, str] = {
     RelType.UPDATES: "#e6550d",
     RelType.PART_OF: "#31a354",
 }
+
+
+def type_class(bead_type: str) -> str:
+    return f"bead-type-{e(bead_type)}"
+
+
+def rel_class(rel_type: str) -> str:
+    return f"rel-type-{e(rel_type)}"
+
+
+def colours_css() -> str:
+    """The colour of each bead and relationship type as a custom property of its class (``console.css``
+    paints swatches, lines and badges with them)."""
+    rules = [f".{type_class(t)} {{ --type-colour: {c}; }}" for t, c in TYPE_COLOURS.items()]
+    rules += [f".{rel_class(t)} {{ --rel-colour: {c}; }}" for t, c in EDGE_COLOURS.items()]
+    return "\n".join(rules) + "\n"
 
 
 def e(value: object) -> str:
@@ -105,8 +124,7 @@ def tags(bead: MemoryBead) -> str:
 
 
 def type_badge(bead_type: str) -> str:
-    colour = TYPE_COLOURS.get(bead_type, "#444444")
-    return f'<span class="type" style="border-color:{colour}">{e(bead_type)}</span>'
+    return f'<span class="type {type_class(bead_type)}">{e(bead_type)}</span>'
 
 
 def bead_summary(bead: MemoryBead) -> str:
@@ -137,7 +155,8 @@ def layout(title: str, body: str, *, ai_id: str | None, csrf: str = "", current:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)} · Recall console</title>"
-        f'<link rel="stylesheet" href="/static/console.css">{script_tags}</head><body>'
+        f'<link rel="stylesheet" href="/static/console.css"><link rel="stylesheet" href="{COLOURS_CSS}">'
+        f"{script_tags}</head><body>"
         '<a class="skip" href="#main">Skip to content</a>'
         f'<header><p class="brand"><a href="/groups">Recall console</a></p>{nav}{account}</header>'
         f'<main id="main" tabindex="-1"><h1>{e(title)}</h1>{body}</main></body></html>'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from recall_client import RecallClient
@@ -23,8 +24,7 @@ from recall_schemas.coordination import Handoff
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from .auth import SESSION_COOKIE, SESSION_MAX_AGE_S, BrowserSession, new_session
-from .graph import DEFAULT_EDGE_READS, DEFAULT_NODES, GraphFilters
+from .graph import DEFAULT_EDGE_READS, DEFAULT_NODES, MAX_EDGE_READS, MAX_NODES, GraphFilters
 from .html import (
     EDGE_COLOURS,
     TYPE_COLOURS,
@@ -37,12 +37,16 @@ from .html import (
     field,
     layout,
     notice,
+    rel_class,
     select,
     table,
     tags,
     type_badge,
+    type_class,
     when,
 )
+from .pool import CannotConnect
+from .sessions import LOGIN_COOKIE, LOGIN_FORM_MAX_AGE_S, SESSION_COOKIE, SESSION_MAX_AGE_S, BrowserSession
 from .state import (
     BEAD_ID,
     GROUP_ID,
@@ -51,7 +55,10 @@ from .state import (
     checked_form,
     client_of,
     console_of,
+    hold_client,
     int_param,
+    posted_fields,
+    refuse_cross_site,
     session_of,
     status_of,
     valid_id,
@@ -89,7 +96,9 @@ def _safe_next(target: str | None) -> str:
     return target if target and target.startswith("/") and not target.startswith("//") else "/groups"
 
 
-# --- login -----------------------------------------------------------------------------------------
+# --- login ---------------------------------------------------------------------------------------
+
+SIGN_IN_EXPIRED = "This sign-in form has expired or did not come from this console; try again."
 
 
 async def login(request: Request) -> Response:
@@ -97,18 +106,27 @@ async def login(request: Request) -> Response:
     target = _safe_next(request.query_params.get("next") or request.query_params.get("next_page"))
     single = console.identities.single
     if single is not None:  # started with one credentials file: that identity, no questions
-        return _signed_in(request, single, target)
+        try:
+            return await _sign_in(request, single, target)
+        except CannotConnect as exc:
+            return page(request, None, "Cannot sign in", error_box(exc.message), status=exc.status)
     problem = ""
     status = 200
     ai_id = ""
     if request.method == "POST":
-        form = await request.form()
-        ai_id = str(form.get("ai_id", "")).strip()
-        target = _safe_next(str(form.get("next", "")))
-        problem = console.identities.problem(ai_id) or ""
-        if not problem:
-            return _signed_in(request, ai_id, target)
-        status = 400
+        fields = await posted_fields(request)
+        ai_id = fields.get("ai_id", "")
+        target = _safe_next(fields.get("next"))
+        try:
+            refuse_cross_site(request)
+            if not console.sign_in_forms.valid(request.cookies.get(LOGIN_COOKIE), fields.get("csrf", "")):
+                raise BadInput(SIGN_IN_EXPIRED, 403)
+            unknown = console.identities.problem(ai_id)
+            if unknown is not None:
+                raise BadInput(unknown)
+            return await _sign_in(request, ai_id, target)
+        except (BadInput, CannotConnect) as exc:
+            problem, status = exc.message, exc.status
     if console.identities.listed:
         choices = select("Identity", "ai_id", [(i, i) for i in console.identities.listed], ai_id)
         how = "<p>Choose the identity whose credentials this console holds.</p>"
@@ -118,28 +136,39 @@ async def login(request: Request) -> Response:
             hint="o_… (an ops) or a_… (an agent); NATS runs without authentication, so any id may be used.",
         )
         how = "<p>Development mode: the console acts as the AI id you type.</p>"
+    nonce = console.sign_in_forms.nonce(request.cookies.get(LOGIN_COOKIE))
     body = (
         f"{how}{error_box(problem)}"
-        f'<form method="post" action="/login">{choices}<input type="hidden" name="next" value="{e(target)}">'
-        '<button type="submit">Sign in</button></form>'
+        f'<form method="post" action="/login">{csrf_field(console.sign_in_forms.token(nonce))}{choices}'
+        f'<input type="hidden" name="next" value="{e(target)}"><button type="submit">Sign in</button></form>'
     )
-    return page(request, None, "Sign in", body, status=status)
+    response = page(request, None, "Sign in", body, status=status)
+    response.set_cookie(LOGIN_COOKIE, nonce, max_age=LOGIN_FORM_MAX_AGE_S, path="/login", **_cookie_flags(request))
+    return response
 
 
-def _signed_in(request: Request, ai_id: str, target: str) -> Response:
+def _cookie_flags(request: Request) -> dict[str, Any]:
+    return {"httponly": True, "samesite": "strict", "secure": request.url.scheme == "https"}
+
+
+async def _sign_in(request: Request, ai_id: str, target: str) -> Response:
+    """A new session as ``ai_id`` (connected first: a refusal is said on the sign-in page, not later)."""
+    await hold_client(request, ai_id)
+    sessions = console_of(request).sessions
+    sessions.end(request.cookies.get(SESSION_COOKIE))  # whatever this browser was signed in as ends
+    cookie, _ = sessions.start(ai_id)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        SESSION_COOKIE, console_of(request).signer.sign(new_session(ai_id)), max_age=SESSION_MAX_AGE_S,
-        httponly=True, samesite="strict", secure=request.url.scheme == "https",
-    )
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=SESSION_MAX_AGE_S, **_cookie_flags(request))
+    response.delete_cookie(LOGIN_COOKIE, path="/login", **_cookie_flags(request))
     return response
 
 
 async def logout(request: Request) -> Response:
     session = session_of(request)
     await checked_form(request, session)
+    console_of(request).sessions.end(request.cookies.get(SESSION_COOKIE))  # every copy of the cookie
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(SESSION_COOKIE)
+    response.delete_cookie(SESSION_COOKIE, **_cookie_flags(request))
     return response
 
 
@@ -285,18 +314,19 @@ async def graph_page(request: Request) -> Response:
         + field("Session", "session", value=params.get("session", ""), placeholder="s_…")
         + field("From", "since", value=params.get("since", ""), kind="date")
         + field("Until", "until", value=params.get("until", ""), kind="date")
-        + field("Beads (max)", "limit", value=params.get("limit", DEFAULT_NODES), kind="number", min=1, max=5000)
-        + field("Edges for the first", "edges", value=params.get("edges", DEFAULT_EDGE_READS), kind="number",
-                min=0, max=2000, hint="beads shown (read one by one)")
+        + field("Beads (max)", "limit", value=params.get("limit", DEFAULT_NODES), kind="number", min=1,
+                max=MAX_NODES)
+        + field("Edges for the first", "edges", value=params.get("edges", DEFAULT_EDGE_READS),
+                kind="number", min=0, max=MAX_EDGE_READS, hint="beads shown")
         + '<button type="submit">Apply filters</button></div></form>'
     )
     legend = (
         '<ul class="legend" aria-label="Bead types">'
         + "".join(
-            f'<li><span class="swatch" style="background:{c}"></span>{e(t)}</li>' for t, c in TYPE_COLOURS.items()
+            f'<li><span class="swatch {type_class(t)}"></span>{e(t)}</li>' for t in TYPE_COLOURS
         )
         + "</ul><ul class=\"legend\" aria-label=\"Relationship types\">"
-        + "".join(f'<li><span class="line" style="background:{c}"></span>{e(t)}</li>' for t, c in EDGE_COLOURS.items())
+        + "".join(f'<li><span class="line {rel_class(t)}"></span>{e(t)}</li>' for t in EDGE_COLOURS)
         + "</ul>"
     )
     api = f"/api/groups/{quote(gid)}/graph"

@@ -4,6 +4,7 @@ form checks, and the refusals a handler raises (turned into pages or JSON by ``a
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,12 @@ from recall_schemas import HTTP_STATUS, RecallError
 from recall_schemas.ids import BEAD_ID_PATTERN, GROUP_ID_PATTERN, SESSION_ID_PATTERN
 from starlette.requests import Request
 
-from .auth import SESSION_COOKIE, BrowserSession, ClientPool, CookieSigner, Identities
+from .auth import Identities
+from .pool import HELD_CLIENTS, ClientPool
+from .protect import cross_site
+from .sessions import SESSION_COOKIE, BrowserSession, Sessions, SignInForms
+
+log = logging.getLogger(__name__)
 
 GROUP_ID = re.compile(GROUP_ID_PATTERN)
 BEAD_ID = re.compile(BEAD_ID_PATTERN)
@@ -24,7 +30,8 @@ SESSION_ID = re.compile(SESSION_ID_PATTERN)
 class Console:
     identities: Identities
     pool: ClientPool
-    signer: CookieSigner
+    sessions: Sessions
+    sign_in_forms: SignInForms
 
     async def close(self) -> None:
         await self.pool.close()
@@ -48,25 +55,53 @@ def console_of(request: Request) -> Console:
     return console
 
 
-def session_of(request: Request) -> BrowserSession:
+def signed_in_session(request: Request) -> BrowserSession | None:
     console = console_of(request)
-    session = console.signer.unsign(request.cookies.get(SESSION_COOKIE))
-    if session is None or console.identities.problem(session.ai_id) is not None:
+    session = console.sessions.find(request.cookies.get(SESSION_COOKIE))
+    return session if session and console.identities.problem(session.ai_id) is None else None
+
+
+def session_of(request: Request) -> BrowserSession:
+    session = signed_in_session(request)
+    if session is None:
         raise NotSignedIn()
     return session
 
 
+async def hold_client(request: Request, ai_id: str) -> RecallClient:
+    """The identity's client, held until the response is done (``pool.ReleaseClients``)."""
+    client = await console_of(request).pool.hold(ai_id)
+    request.scope[HELD_CLIENTS].append(client)
+    return client
+
+
 async def client_of(request: Request) -> tuple[BrowserSession, RecallClient]:
     session = session_of(request)
-    return session, await console_of(request).pool.client(session.ai_id)
+    return session, await hold_client(request, session.ai_id)
+
+
+FORGED = "This form has expired or did not come from this console; reload the page and try again."
+
+
+def refuse_cross_site(request: Request) -> None:
+    """:class:`BadInput` (403) for a post that another site's page sent."""
+    reason = cross_site(request)
+    if reason is not None:
+        log.warning("console refused a cross-site post to %s (%s)", request.url.path, reason)
+        raise BadInput(FORGED, 403)
+
+
+async def posted_fields(request: Request) -> dict[str, str]:
+    form = await request.form()
+    return {key: value.strip() for key, value in form.items() if isinstance(value, str)}
 
 
 async def checked_form(request: Request, session: BrowserSession) -> dict[str, str]:
-    """The posted form's text fields, after checking its token belongs to this browser's session."""
-    form = await request.form()
-    fields = {key: value.strip() for key, value in form.items() if isinstance(value, str)}
-    if not hmac.compare_digest(fields.get("csrf", ""), session.csrf):
-        raise BadInput("This form has expired or did not come from this console; reload the page and try again.", 403)
+    """The posted form's text fields, after checking it came from this console with this session's token."""
+    refuse_cross_site(request)
+    fields = await posted_fields(request)
+    if not hmac.compare_digest(fields.get("csrf", "").encode(), session.csrf.encode()):  # bytes: any text compares
+        raise BadInput(FORGED, 403)
     return fields
 
 
