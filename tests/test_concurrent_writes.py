@@ -131,6 +131,7 @@ async def test_edits_are_checked_like_updates(world: World) -> None:
 async def test_edits_reach_search_filters_and_the_change_feed(world: World) -> None:
     bead = await _group_bead(world, content="rotate the signing keys before the audit")
     await world.creator.edit_bead(bead.bead_id, add_tags=["security"])
+    world.member.read_after(world.creator.index_position)  # a reader of another client's fresh write
     found = await world.member.search_beads("signing keys", filters={"tags": ["security"]})
     assert [hit.bead.bead_id for hit in found.hits] == [bead.bead_id]
     changes = (await world.member.changes_since(world.group_id)).changes
