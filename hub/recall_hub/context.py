@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
@@ -18,6 +18,7 @@ from recall_hub.store.agents import AgentStore
 from recall_hub.store.applied import AppliedEvents
 from recall_hub.store.audit import AuditLog
 from recall_hub.store.beads import BeadStore
+from recall_hub.store.connections import client
 from recall_hub.store.feed import ChangeFeed
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.groups import GroupStore
@@ -79,10 +80,7 @@ class HubContext:
         replicas = tuple(dict.fromkeys(r for r in (graph_replica, vector_replica) if r is not None))
         graph = GraphStore(settings.falkordb_url, settings.graph_name, replica=graph_replica)
         await graph.ensure_schema()
-        # Blocking: a burst beyond the pool waits for a connection instead of failing (redis-py's default
-        # pool raises "Too many connections" past 100).
-        pool = BlockingConnectionPool.from_url(settings.redis_url, max_connections=128, timeout=10)
-        redis = Redis(connection_pool=pool)
+        redis = client(settings.redis_url, max_connections=128)
         if embedder is None:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()

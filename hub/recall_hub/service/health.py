@@ -3,6 +3,10 @@
 Ready means: connected to NATS, the graph and Redis answer PING, the keyword index is built, the endpoints
 are subscribed and the event consumer runs. Each check is bounded, so a store that hangs makes the hub
 unready instead of making the probe time out.
+
+The PINGs go through the pools requests use, whose connections a restarted server closed are opened again
+when taken, before anything is sent on them (:mod:`recall_hub.store.connections`): ready after a Redis
+restart means the requests that follow find working connections, not the old ones.
 """
 
 from __future__ import annotations

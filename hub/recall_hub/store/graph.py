@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 from recall_schemas import InvalidRequest, Unavailable
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
+from recall_hub.store.connections import once_more_if_broken, pool
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,7 @@ class GraphStore:
     def __init__(
         self, url: str, graph_name: str, max_connections: int = 32, replica: ReplicaRoute | None = None
     ) -> None:
-        self._pool = BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=10, socket_timeout=QUERY_REPLY_TIMEOUT_S
-        )
+        self._pool = pool(url, max_connections=max_connections, socket_timeout=QUERY_REPLY_TIMEOUT_S)
         self._db = FalkorDB(connection_pool=self._pool)
         self.graph = self._db.select_graph(graph_name)
         self.graph_name = graph_name
@@ -104,14 +103,15 @@ class GraphStore:
 
     async def _read(self, run: Callable[[Any], Awaitable[_T]]) -> _T:
         """``run(graph)`` on the replica's graph when the replica serves this read — on the primary's if
-        that fails (the replica then stops serving) — else on the primary's."""
+        that fails (the replica then stops serving) — else on the primary's, once more if its connection broke
+        (a read changes nothing: the same done twice)."""
         replica = self.replica
         if self._replica_graph is not None and replica is not None and replica.serves_this_read():
             try:
                 return await run(self._replica_graph)
             except (Unavailable, *REPLICA_READ_FAILURES) as exc:
                 replica.read_failed(exc.__cause__ or exc)
-        return await run(self.graph)
+        return await once_more_if_broken(lambda: run(self.graph))
 
     def _note_write(self) -> None:
         if self.replica is not None:
@@ -164,7 +164,7 @@ class GraphStore:
 
     async def ping(self) -> None:
         try:
-            await self._db.connection.ping()
+            await once_more_if_broken(self._db.connection.ping)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
 

@@ -31,9 +31,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import redis.exceptions
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.asyncio import Redis
+
+from recall_hub.store.connections import pool
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,12 @@ class ReplicaRoute:
         self.name = name
         self.replica_url = replica_url
         # No retries (a failed read goes to the primary at once) and bounded waits (a hung replica is a failed one).
-        self.replica = Redis(connection_pool=BlockingConnectionPool.from_url(
-            replica_url, max_connections=max_connections, timeout=10, socket_connect_timeout=2, socket_timeout=10,
+        self.replica = Redis(connection_pool=pool(
+            replica_url, max_connections=max_connections, socket_connect_timeout=2, socket_timeout=10,
         ))
-        self._primary = Redis.from_url(
-            primary_url, socket_connect_timeout=2, socket_timeout=5 + ack_timeout_ms / 1000, retry=Retry(NoBackoff(), 0)
-        )
+        self._primary = Redis.from_pool(pool(
+            primary_url, socket_connect_timeout=2, socket_timeout=5 + ack_timeout_ms / 1000
+        ))
         self._barrier_key = barrier_key
         self.check_s = check_s
         self.ack_timeout_ms = ack_timeout_ms

@@ -208,7 +208,6 @@ class Child:
     ready: Readiness
     env: dict[str, str] | None = None
     proc: subprocess.Popen[bytes] | None = None
-    starts: list[float] = field(default_factory=list)
 
     @property
     def pid(self) -> int | None:
@@ -430,7 +429,6 @@ class EmbeddedStack:
             child.cmd, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child.env,
             start_new_session=True, preexec_fn=_die_with_parent,
         )
-        child.starts.append(time.monotonic())
 
     def _wait_until_ready(self, child: Child, timeout: float) -> None:
         assert child.proc is not None

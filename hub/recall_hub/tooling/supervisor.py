@@ -1,5 +1,6 @@
 """Keep the embedded stack's processes running: a process that dies is started again on the same data
-and ports; one that keeps dying, or cannot start again, ends the stack with a message saying why."""
+and ports; one that keeps dying — more than ``max_restarts`` deaths within ``window_s``, counted in a
+window that slides with the clock — or cannot start again ends the stack with a message saying why."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import logging
 import os
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from recall_hub.tooling.stack import Child, EmbeddedStack, StackError
 
@@ -25,16 +27,38 @@ def describe_exit(code: int) -> str:
 
 
 @dataclass
+class DeathWindow:
+    """When each process died lately, by name: how many of its deaths fall within the last ``window_s``
+    seconds of ``clock``. Deaths, not starts: a process's first start says nothing of how often it dies."""
+
+    window_s: float
+    clock: Callable[[], float] = time.monotonic
+    _times: dict[str, deque[float]] = field(default_factory=dict)
+
+    def died(self, name: str) -> int:
+        """Count a death of ``name`` now; its deaths within the window, this one included."""
+        now = self.clock()
+        times = self._times.setdefault(name, deque())
+        times.append(now)
+        while now - times[0] >= self.window_s:
+            times.popleft()
+        return len(times)
+
+
+@dataclass
 class Supervisor:
     stack: EmbeddedStack
     max_restarts: int = 3
-    """Restarts of one process allowed within ``window_s``; one more and the stack gives up."""
+    """Deaths of one process within ``window_s`` that are restarted; one more within it ends the stack."""
     window_s: float = 60.0
     report: Callable[[str], None] = log.warning
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, monotonic: when a death happened (a test passes a clock of its own, to age the stack at will)."""
 
     async def run(self) -> str:
         """Watch until cancelled; returns why it gave up when a process cannot be kept running."""
         deaths: asyncio.Queue[Child] = asyncio.Queue()
+        recent = DeathWindow(self.window_s, self.clock)
         watches: dict[str, Callable[[], None]] = {}
         try:
             for child in self.stack.children:
@@ -44,10 +68,10 @@ class Supervisor:
                 watches.pop(child.name)()
                 assert child.proc is not None
                 how = describe_exit(child.proc.wait())
-                now = time.monotonic()
-                recent = [t for t in child.starts if now - t < self.window_s]
-                if len(recent) > self.max_restarts:
-                    return (f"{child.name} {how} after {len(recent)} starts within {self.window_s:.0f} s; see "
+                died = recent.died(child.name)
+                if died > self.max_restarts:
+                    return (f"{child.name} {how}: {died} deaths within {self.window_s:g} s, more than the "
+                            f"{self.max_restarts} restarts allowed; see "
                             f"{self.stack.data_dir / 'logs' / (child.name + '.log')}")
                 self.report(f"{child.name} {how}; starting it again")
                 try:
