@@ -31,12 +31,14 @@ import pytest
 from conftest import ClientFactory, new_ai
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from recall_client import RecallClient
 from recall_hub.context import HubContext
-from recall_hub.service.endpoints import HubService
+from recall_hub.service.endpoints import INGEST_OPERATIONS, HubService
 from recall_hub.timeutil import now_ms
 from recall_hub.tooling.stack import EmbeddedStack, free_port
-from recall_schemas import ErrorCode, ErrorReply, NotFound, RecallError, RecallTimeout
+from recall_schemas import OPERATIONS, ErrorCode, ErrorReply, NotFound, RecallError, RecallTimeout
 from recall_schemas.requests import DEADLINE_HEADER
 from recall_schemas.subjects import request_subject
 
@@ -74,8 +76,10 @@ class FloodHub:
             return result
 
     def hub_connections(self) -> list[int]:
-        """Client ids of the hub's connections at the server (one, unless it was cut off and came back)."""
-        return [c["cid"] for c in self.monitoring("connz?limit=1024")["connections"] if c.get("name") == "recall-hub"]
+        """Client ids of the hub's connections at the server (its main one and its ingest one: two, unless one
+        was cut off and came back)."""
+        names = ("recall-hub", "recall-hub-ingest")
+        return sorted(c["cid"] for c in self.monitoring("connz?limit=1024")["connections"] if c.get("name") in names)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +173,7 @@ async def test_two_hundred_large_creates_at_once_from_one_client_neither_cut_off
     probe = await open_client(flood_clients, url, timeout=5.0, retries=0)
     await probe.get_recent(1)
     hub_before = flood_hub.hub_connections()
-    assert len(hub_before) == 1
+    assert len(hub_before) == 2
 
     async def create(i: int) -> str:
         try:
@@ -191,6 +195,35 @@ async def test_two_hundred_large_creates_at_once_from_one_client_neither_cut_off
     assert not any("NATS: disconnected" in line for line in flood_hub.log), flood_hub.log[-20:]
     # And the flooder, once its burst is over, is served like anyone else.
     assert (await flooder.create_bead("after the flood")).title == "after the flood"
+
+
+async def test_a_raw_burst_of_large_creates_neither_cuts_off_the_hub_nor_fails_another(
+    flood_hub: FloodHub, flood_clients: list[RecallClient]
+) -> None:
+    """600 creates of 500 KB (300 MB) at once from a process of its own, as raw requests from an identity that
+    ignores the client library's flow control: far more than nats-server holds for a connection by default
+    (64 MB). The hub serves such writes on a connection of their own, which the embedded stack lets fall 512 MB
+    behind; no connection of the hub is cut off, and another identity is served throughout."""
+    url = flood_hub.stack.nats_url
+    probe = await open_client(flood_clients, url, timeout=5.0, retries=0)
+    hub_before = flood_hub.hub_connections()
+    agent = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "recall_hub.bench.flood", "hub", url, "600", "500000",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+    assert (await agent.stdout.readline()).startswith(b"ready")
+    agent.stdin.write(b"go\n")
+    await agent.stdin.drain()
+    flood = asyncio.ensure_future(agent.stdout.readline())
+    latencies = await probe_while(flood, probe)
+    answers = json.loads(await flood)["outcomes"]
+    await agent.wait()
+    # Stored, or refused busy at once; what the agent gave up on (its timeout is 1 s) was never dropped by the bus.
+    assert set(answers) <= {"stored", "unavailable (busy)", "TimeoutError"} and answers.get("stored"), answers
+    assert max(latencies) < probe.timeout, latencies
+    assert flood_hub.monitoring("varz")["slow_consumers"] == 0
+    assert flood_hub.hub_connections() == hub_before, "a connection of the hub was cut off and came back"
 
 
 async def test_an_identity_over_its_limits_is_told_busy_at_once_and_no_other_identity_is(
@@ -364,3 +397,44 @@ async def test_a_client_that_gives_up_leaves_nothing_behind_at_the_hub(
     assert hub_service.limits.in_progress(caller.ai_id) == (0, 0)
     rows = await hub_service.ctx.graph.ro_query("MATCH (b:Bead {created_by: $c}) RETURN count(b)", {"c": caller.ai_id})
     assert rows[0][0] == 0, "a create ran after its caller had given up"
+
+
+def test_bulk_writes_are_served_on_the_ingest_connection_and_everything_else_on_the_main_one(
+    hub_service: HubService,
+) -> None:
+    assert INGEST_OPERATIONS <= set(OPERATIONS)
+    # Every operation whose request can carry 64 KiB of text in one field is an ingest operation.
+    bulky = {
+        name for name, op in OPERATIONS.items()
+        if any(_max_length(field) >= 64 << 10 for field in _fields(op.request))
+    }
+    assert bulky <= INGEST_OPERATIONS, bulky - INGEST_OPERATIONS
+    assert hub_service.ingest is not hub_service.nc
+    for name, endpoint in hub_service.endpoints.items():
+        assert endpoint.client is (hub_service.ingest if name in INGEST_OPERATIONS else hub_service.nc), name
+
+
+def _fields(model: type[BaseModel], seen: frozenset[type[BaseModel]] = frozenset()) -> list[FieldInfo]:
+    """The fields of ``model`` and of the models nested in it (lists of them too)."""
+    found: list[FieldInfo] = []
+    for info in model.model_fields.values():
+        found.append(info)
+        for inner in _models_in(info.annotation):
+            if inner not in seen:
+                found += _fields(inner, seen | {model})
+    return found
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
+
+
+def _max_length(info: FieldInfo) -> int:
+    """The largest ``max_length`` a field declares, directly or on an optional ``Annotated`` type."""
+    constraints = list(info.metadata)
+    for arg in getattr(info.annotation, "__args__", ()):  # Annotated[str, Field(max_length=...)] | None
+        for meta in getattr(arg, "__metadata__", ()):
+            constraints += [meta, *getattr(meta, "metadata", ())]
+    return max((int(m.max_length) for m in constraints if getattr(m, "max_length", None) is not None), default=0)

@@ -28,6 +28,7 @@ import nats
 import nats.errors
 import nkeys
 import pytest
+from conftest import until
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
@@ -193,6 +194,47 @@ async def test_agent_cannot_publish_requests_as_another(bus: Connect, bundle: Au
     marker = request_subject(A, "security_marker")
     await alice.publish(marker, b"")
     assert (await next_message(requests)).subject == marker, "the forged request reached a subscriber"
+
+
+async def test_an_identity_may_not_send_more_than_a_request_can_hold(
+    bus: Connect, bundle: AuthBundle, clients: Callable[..., Awaitable[RecallClient]], secure_hub: HubService,
+    secure_stack: EmbeddedStack,
+) -> None:
+    """nats-server itself refuses an identity's message over its per-user payload limit (and closes only that
+    identity's connection): it never reaches a hub, and everyone else is served on."""
+    flooder, _ = await bus(bundle.creds[A])
+    await flooder.publish(request_subject(A, "create_bead"), b"x" * (auth.IDENTITY_MAX_PAYLOAD + 1))
+    server_log = secure_stack.data_dir / "logs" / "nats-server.log"
+    refused = f"maximum payload exceeded: {auth.IDENTITY_MAX_PAYLOAD + 1} vs {auth.IDENTITY_MAX_PAYLOAD}"
+    await until("nats-server refused the message", lambda: refused in server_log.read_text())
+    await until("the flooder's connection closed", lambda: flooder.is_closed)
+    bob = await clients(B)
+    assert (await bob.create_bead("still served")).title == "still served"
+    assert secure_hub.nc.is_connected and secure_hub.ingest.is_connected
+
+
+async def test_an_identity_may_hold_only_so_many_subscriptions(
+    bus: Connect, bundle: AuthBundle, secure_stack: EmbeddedStack
+) -> None:
+    agent, _ = await bus(bundle.creds[A])
+    server_log = secure_stack.data_dir / "logs" / "nats-server.log"
+    before = server_log.read_text().count("maximum subscriptions exceeded")
+    for i in range(auth.IDENTITY_MAX_SUBS):
+        await agent.subscribe(f"{notify_subject(A)}.{i}")
+    await agent.flush()
+    assert server_log.read_text().count("maximum subscriptions exceeded") == before
+    await agent.subscribe(f"{notify_subject(A)}.one-too-many")
+    await until(
+        "nats-server refused the subscription",
+        lambda: server_log.read_text().count("maximum subscriptions exceeded") > before,
+    )
+
+
+def test_only_the_hub_is_issued_without_connection_limits(bundle: AuthBundle) -> None:
+    for path in [bundle.hub_creds, *bundle.creds.values()]:
+        limits = decode_jwt(read_creds(path)[0])["nats"]
+        expected = (-1, -1) if path == bundle.hub_creds else (auth.IDENTITY_MAX_PAYLOAD, auth.IDENTITY_MAX_SUBS)
+        assert (limits["payload"], limits["subs"]) == expected, path.name
 
 
 async def test_forged_request_gets_no_reply(bus: Connect, bundle: AuthBundle) -> None:

@@ -58,6 +58,10 @@ class HubSettings(BaseSettings):
         description="Payload bytes of the requests one identity has in a hub process; more: `unavailable` (busy). "
         "A request is always admitted when its caller has nothing else in progress",
     )
+    bulk_max_running: int = Field(
+        default=1, ge=1,
+        description="Requests over 64 KiB a hub process runs at once, whoever sends them (the others wait their turn)",
+    )
     deadline_grace_ms: int = Field(
         default=250, ge=0,
         description="How far a caller's clock may lag the hub's: a request is skipped once its Recall-Deadline "

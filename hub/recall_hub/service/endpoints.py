@@ -17,6 +17,7 @@ task once its caller has a free running slot (``caller_max_running``) and the pr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -440,6 +441,23 @@ class CallerLimits:
 # --- the micro endpoints -----------------------------------------------------------------------------
 
 
+INGEST_OPERATIONS = frozenset({
+    "create_bead", "create_beads", "update_bead", "edit_bead", "learn", "ai_state_save", "remember_extracted",
+    "remember_topics", "transfer_ops",
+})
+"""Operations whose requests carry text in bulk (up to the payload limit): a hub serves them on a NATS
+connection of its own. nats-server buffers what a connection has not read yet up to its ``max_pending``, in
+order, and cuts the connection beyond: a burst of large writes can then only ever fill (and at worst cut) the
+ingest connection, while reads and everything else keep arriving on the other, unqueued behind them."""
+
+
+BULK_BYTES = 64 << 10
+"""A request larger than this is *bulk*: only ``bulk_max_running`` of them run in a hub process at once. Their
+work is mostly copying (decoding, hashing, sending the text to the stores and back in the reply: milliseconds
+of the event loop each), which would otherwise sit between every other request and its answer."""
+_NO_WAIT = contextlib.nullcontext()
+
+
 class HubEndpoint(Endpoint):
     """A ``nats.micro`` endpoint with the hub's subscription limits and honest statistics.
 
@@ -451,16 +469,19 @@ class HubEndpoint(Endpoint):
     """
 
     def __init__(
-        self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int, metrics: HubMetrics
+        self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int, metrics: HubMetrics,
+        client: NATS,
     ) -> None:
         super().__init__(service, config)
         self.pending_msgs = pending_msgs
         self.pending_bytes = pending_bytes
         self.metrics = metrics
+        self.client = client
+        """The connection it subscribes on (the service's own, or the ingest connection)."""
 
     async def _start(self) -> None:
         assert not self._subscription
-        self._subscription = await self._service._client.subscribe(
+        self._subscription = await self.client.subscribe(
             subject=self._subject,
             queue=self._queue_group,
             cb=self._handle_request,
@@ -488,9 +509,14 @@ class HubEndpoint(Endpoint):
 class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
-    def __init__(self, ctx: HubContext, nc: NATS, version: str = "0.1.0", metrics: HubMetrics | None = None) -> None:
+    def __init__(
+        self, ctx: HubContext, nc: NATS, version: str = "0.1.0", metrics: HubMetrics | None = None,
+        ingest: NATS | None = None,
+    ) -> None:
         self.ctx = ctx
         self.nc = nc
+        self.ingest = ingest or nc
+        """The connection of :data:`INGEST_OPERATIONS` (the main one unless given)."""
         self.version = version
         self._service: Service | None = None
         settings = ctx.settings
@@ -502,6 +528,7 @@ class HubService:
         self.metrics_url: str | None = None
         """Where this process serves /metrics, /healthz and /readyz (None: ``metrics_port`` unset)."""
         self._slots = asyncio.Semaphore(settings.max_concurrency)
+        self._bulk = asyncio.Semaphore(settings.bulk_max_running)
         self.limits = CallerLimits(settings.caller_max_running, settings.caller_max_requests, settings.caller_max_bytes)
         self.endpoints: dict[str, HubEndpoint] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -541,7 +568,8 @@ class HubService:
                 name=op, subject=endpoint_subject(op), handler=self._handler(op), queue_group=HUB_QUEUE_GROUP
             )
             endpoint = HubEndpoint(
-                service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes, self.metrics
+                service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes, self.metrics,
+                self.ingest if op in INGEST_OPERATIONS else self.nc,
             )
             self.endpoints[op] = endpoint
             await endpoint._start()
@@ -637,7 +665,7 @@ class HubService:
         ):
             try:
                 try:
-                    async with admitted.running, self._slots:
+                    async with admitted.running, self._bulk if size > BULK_BYTES else _NO_WAIT, self._slots:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
                         if op not in KEYWORD_READERS:

@@ -96,7 +96,8 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     ctx = await HubContext.connect(settings)
     metrics = HubMetrics()
     nc = await connect_nats(settings, on_drop=lambda: metrics.drop("slow_consumer"))
-    service = HubService(ctx, nc, metrics=metrics)
+    ingest = await connect_nats(settings, "recall-hub-ingest", on_drop=lambda: metrics.drop("slow_consumer"))
+    service = HubService(ctx, nc, metrics=metrics, ingest=ingest)
     consumer = EventConsumer(ctx, nc)
     service.events = consumer
     # Beads whose vector write failed (or that predate this model) are embedded in the background
@@ -149,6 +150,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
             await ctx.accessed.flush()
         if status is not None:
             await status.stop()
+        await ingest.drain()
         await nc.drain()
         await ctx.aclose()
 

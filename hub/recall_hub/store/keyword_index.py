@@ -266,8 +266,9 @@ class KeywordIndex:
                     before = preceding.context
                     for bead_id, earlier in preceding.follows.items():
                         sessions.set(bead_id, earlier)
-                    for props in page:
-                        self._writer.add_document(self._document(props, before.get(str(props["bead_id"]), {}), rows))
+                    await asyncio.to_thread(
+                        self._write, [(str(p["bead_id"]), p, before.get(str(p["bead_id"]), {})) for p in page], rows,
+                    )
                     done += len(page)
                     after = str(page[-1]["bead_id"])
                     if progress is not None:
@@ -355,18 +356,32 @@ class KeywordIndex:
                 self._sessions.set(bead_id, follows.get(bead_id, []))
             else:
                 self._sessions.drop(bead_id)
+        writes: list[tuple[str, Mapping[str, Any] | None, Mapping[str, str]]] = []
         for bead_id in ids:
             if bead_id in followers and bead_id in current and bead_id not in self._uncommitted and (
                 self._context_key_of(bead_id) == _context_key(before.get(bead_id, {}))
             ):
                 continue
-            self._writer.delete_documents_by_term("bead_id", bead_id)
             props = current.get(bead_id)
+            writes.append((bead_id, props, before.get(bead_id, {})))
             self._uncommitted.add(bead_id)
             if props is not None:
-                self._writer.add_document(self._document(props, before.get(bead_id, {})))
                 for before_id in before.get(bead_id, {}):
                     self._uncommitted_followers.setdefault(before_id, set()).add(bead_id)
+        await asyncio.to_thread(self._write, writes)
+
+    def _write(
+        self, writes: Sequence[tuple[str, Mapping[str, Any] | None, Mapping[str, str]]], rows: _Rows | None = None
+    ) -> None:
+        """Replace each bead's document (``(bead_id, props or None for gone, the words it follows)``); ``rows``:
+        a rebuild's numbering (its index starts empty: nothing to replace). Run in a worker thread, under the
+        index's lock: analysing a long bead's words takes milliseconds, which the event loop (and the bus it
+        reads) would otherwise wait for."""
+        for bead_id, props, before in writes:
+            if rows is None:
+                self._writer.delete_documents_by_term("bead_id", bead_id)
+            if props is not None:
+                self._writer.add_document(self._document(props, before, rows))
 
     def _context_key_of(self, bead_id: str) -> str | None:
         """The key of the words a committed document holds from the beads it follows (None: not committed)."""

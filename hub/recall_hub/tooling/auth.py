@@ -240,8 +240,19 @@ def _reuse_or_encode(
     return encode_jwt(signer, subject, name, nats)
 
 
-def _user_claims(permissions: dict[str, Any]) -> dict[str, Any]:
-    return {**permissions, "subs": _NO_LIMIT, "data": _NO_LIMIT, "payload": _NO_LIMIT, "type": "user"}
+IDENTITY_MAX_PAYLOAD = (512 + 16) << 10
+"""Bytes one message of an AI or service identity may carry (headers included): the hub's request limit
+(``RECALL_MAX_PAYLOAD_BYTES``, 512 KiB by default) plus room for headers. nats-server refuses a larger
+publish itself, so it never reaches a hub."""
+IDENTITY_MAX_SUBS = 1000
+"""Subscriptions one connection of an AI or service identity may hold (a client needs a handful: its inbox,
+notifications, a change feed or two), so no identity can fill the server with them."""
+
+
+def _user_claims(permissions: dict[str, Any], limited: bool) -> dict[str, Any]:
+    """A user's claims: its permissions and, for every identity but the hub, per-connection limits."""
+    payload, subs = (IDENTITY_MAX_PAYLOAD, IDENTITY_MAX_SUBS) if limited else (_NO_LIMIT, _NO_LIMIT)
+    return {**permissions, "subs": subs, "data": _NO_LIMIT, "payload": payload, "type": "user"}
 
 
 def _account_claims(jetstream: bool, revocations: dict[str, int], deny_by_default: bool) -> dict[str, Any]:
@@ -457,7 +468,8 @@ def generate(roster_path: Path | str, out_dir: Path | str, rotate: bool = False)
             bundle.revoked.append(identity)
             log.info("revoked the previous key of %s", identity)
         issued[identity] = _public(user)
-        jwt = _reuse_or_encode(old_jwt, account, _public(user), identity, _user_claims(permissions))
+        claims = _user_claims(permissions, limited=identity != HUB_IDENTITY)
+        jwt = _reuse_or_encode(old_jwt, account, _public(user), identity, claims)
         if _write(path, format_creds(jwt, _seed(user)), 0o600):
             log.info("wrote %s", path)
         if identity != HUB_IDENTITY:

@@ -311,6 +311,12 @@ async def _bench(args: argparse.Namespace) -> int:
         return await _bench_embedder(args)
     if args.suite == "failover":
         return await _bench_failover(args)
+    if args.suite == "flood":
+        from recall_hub.bench.flood import FloodConfig, render_flood, run_flood
+
+        flood = await run_flood(FloodConfig(runs=args.runs, embedder=args.embedder or "hash"))
+        print(render_flood(flood))
+        return 0 if flood.met else 1
     if args.suite == "growth":
         from recall_hub.bench.growth import render_growth, run_growth
 
@@ -665,11 +671,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.add_argument(
-        "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth"), default="bus",
+        "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth", "flood"), default="bus",
         help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s; "
         "keyword: the keyword index alone at 10k and --beads; failover: a NATS node and a hub killed under load; "
-        "growth: one graph's memory and query times at --sizes beads",
+        "growth: one graph's memory and query times at --sizes beads; flood: one identity's burst of large "
+        "writes against another's reads",
     )
+    bench.add_argument("--runs", type=int, default=3, help="flood: runs, each on a fresh stack (median reported)")
     bench.add_argument("--sizes", default="10000,100000,1000000",
                        help="growth: bead counts the graph is measured at (comma-separated)")
     bench.add_argument("--vector-max", type=int, default=100_000,

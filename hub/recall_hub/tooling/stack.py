@@ -35,6 +35,11 @@ import platformdirs
 
 log = logging.getLogger(__name__)
 
+NATS_MAX_PENDING = 512 << 20
+"""Bytes nats-server holds for a connection that has not read them yet before it cuts it off as a slow
+consumer (its default: 64 MB). A hub reads a burst of large writes at the speed of Python: a burst from one
+identity of 200 requests of 500 KB (100 MB) cut it off at the default (docs/operations.md "Fair admission")."""
+
 APPENDFSYNC = ("always", "everysec", "no")
 _SYNC_INTERVAL = re.compile(r"^(always|[1-9][0-9]*(ms|s|m|h))$")
 STATE_FILE = "stack.json"
@@ -383,7 +388,7 @@ class EmbeddedStack:
         if self.nats_config is not None:
             included = os.path.relpath(self.nats_config.resolve(), path.parent.resolve())
             lines.append(f'include "{included}"')
-        lines += ["jetstream {", f'  sync_interval: "{self.jetstream_sync}"', "}"]
+        lines += [f"max_pending: {NATS_MAX_PENDING}", "jetstream {", f'  sync_interval: "{self.jetstream_sync}"', "}"]
         if cluster is not None:
             lines += ["cluster {", '  name: "recall"', f"  listen: {json.dumps(cluster['listen'])}",
                       f"  routes: {json.dumps(cluster['routes'])}", "}"]
