@@ -233,6 +233,34 @@ async def test_forgotten_content_is_refused_on_every_create_path_in_its_scope(
     await raises(NotFound, outsider.create_bead(title, content, visibility="group", group_id=group_id))
 
 
+async def test_a_retried_create_of_a_stored_bead_is_never_refused_by_the_deny_list(connect: ClientFactory) -> None:
+    """A replay (the same idempotency key) returns the bead stored first, even when a bead of the same or
+    nearly the same content was forgotten since: nothing new is stored, so nothing is refused."""
+    ops, author, _, _, group_id = await team(connect)
+    word = f"zr{secrets.token_hex(4)}"
+    title, content = secret_text(word)
+    near_title, near_content = near_duplicate(word)
+    scope = {"visibility": "group", "group_id": group_id}
+    same = await author.create_bead(title, content, idempotency_key="k-same", **scope)
+    near = await author.create_bead(near_title, near_content, idempotency_key="k-near", **scope)
+    doomed = await author.create_bead(title + " ", content, idempotency_key="k-doomed", **scope)  # same hash
+    await ops.forget_bead(doomed.bead_id, "leaked")
+    assert (await author.create_bead(title, content, idempotency_key="k-same", **scope)).bead_id == same.bead_id
+    assert (await author.create_bead(near_title, near_content, idempotency_key="k-near", **scope)).bead_id == (
+        near.bead_id
+    )
+    items = await author.create_beads([
+        {"title": title, "content": content, "idempotency_key": "k-same", **scope},
+        {"title": near_title, "content": near_content, "idempotency_key": "k-near", **scope},
+        {"title": title, "content": content, "idempotency_key": "k-new", **scope},
+    ])
+    assert [(i.bead_id, i.created) for i in items[:2]] == [(same.bead_id, False), (near.bead_id, False)]
+    assert items[2].error is not None and items[2].error.details["reason"] == FORGOTTEN_REASON
+    # The forgotten bead's own key names nothing any more: its content stays refused.
+    forgotten = await raises(Conflict, author.create_bead(title + " ", content, idempotency_key="k-doomed", **scope))
+    assert forgotten.details["reason"] == FORGOTTEN_REASON
+
+
 async def test_the_write_itself_refuses_forgotten_content(connect: ClientFactory, hub: HubContext) -> None:
     """The deny-list is checked again inside the create query: a forget that lands between a create's
     check and its write still wins (here the write is called without the check, as in that race)."""

@@ -8,7 +8,9 @@ the node shape the store writes: every property of a created bead (a 300-charact
 ``used_memory`` and ``GRAPH.MEMORY USAGE``, then times, through the store's own queries (round trip
 included), as a random identity: ``get`` (one bead by id, visibility-checked), a group listing (newest 20),
 the screening of 100 candidate ids (what every search does before ranking) and ``create`` (the full
-create query: membership and session checks, merge on the idempotency key, the outbox entry).
+create query: membership and session checks, merge on the idempotency key, the outbox entry). Last, with the
+append-only file turned on, the time the server takes to rewrite its files after a forget (what
+:meth:`recall_hub.store.erasure.ErasureStore.compact_files` waits for: ``BGREWRITEAOF``, done).
 
 Vector sets are measured apart (``--vector-max``, default 100k): random 384-dimension vectors, Q8, in one
 set, with ``used_memory`` before and after and the time of a VSIM top-20.
@@ -30,6 +32,7 @@ from redis.asyncio import Redis
 
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.bulk import BulkLoader
+from recall_hub.store.erasure import ErasureStore
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.records import content_hash
@@ -54,6 +57,8 @@ class GrowthRow:
     """Query name -> (p50, p99) in ms."""
     visible_share: float = 0.0
     """Of the ids screened, the share the caller could see (visibility filtered the rest)."""
+    rewrite_s: float = 0.0
+    """Seconds the server took to rewrite its append-only file (what an erasure after a forget waits for)."""
 
     @property
     def bytes_per_bead(self) -> float:
@@ -186,6 +191,16 @@ async def _measure(store: BeadStore, synthetic: _Synthetic, runs: int, row: Grow
     row.visible_share = sum(screened) / (100 * len(screened))
 
 
+async def _rewrite_s(graph: GraphStore, redis: Redis) -> float:
+    erasure = ErasureStore(graph, redis, Keys(GRAPH))
+    if not (await redis.info("persistence")).get("aof_enabled"):
+        await redis.config_set("appendonly", "yes")  # its first rewrite starts now: not the one timed
+        await erasure.compact_files()
+    began = time.perf_counter()
+    await erasure.compact_files()
+    return time.perf_counter() - began
+
+
 async def _used_memory_mb(redis: Redis) -> float:
     return int((await redis.info("memory"))["used_memory"]) / (1024 * 1024)
 
@@ -245,6 +260,7 @@ async def run_growth(
                 row = GrowthRow(size, load_s, used, float(graph_mb) if graph_mb is not None else None)
                 progress(f"{size:,} beads loaded in {load_s:.0f} s, {used:,.0f} MB; timing…")
                 await _measure(BeadStore(graph), synthetic, runs, row)
+                row.rewrite_s = await _rewrite_s(graph, redis)
                 rows.append(row)
             vector_sizes = [s for s in sorted(sizes) if s <= vector_max]
             progress(f"vector sets at {vector_sizes}…")
@@ -259,20 +275,20 @@ async def run_growth(
 def render_growth(report: GrowthReport) -> str:
     names = list(report.rows[0].timings_ms) if report.rows else []
     head = "| beads | load s | used_memory MB | bytes/bead | GRAPH.MEMORY MB | " + " | ".join(
-        f"{n} p50 / p99 ms" for n in names) + " |"
+        f"{n} p50 / p99 ms" for n in names) + " | files rewritten after a forget s |"
     lines = [
         "Graph growth (one FalkorDB graph, synthetic beads of the store's shape; times are round trips "
         "through the store's queries, as a random identity)",
         "",
         head,
-        "|" + "---|" * (5 + len(names)),
+        "|" + "---|" * (6 + len(names)),
     ]
     for row in report.rows:
         graph_mb = "n/a" if row.graph_memory_mb is None else f"{row.graph_memory_mb:,.0f}"
         cells = " | ".join(f"{p50:.2f} / {p99:.2f}" for p50, p99 in row.timings_ms.values())
         lines.append(
             f"| {row.beads:,} | {row.load_s:.0f} | {row.used_memory_mb:,.0f} | {row.bytes_per_bead:,.0f} | "
-            f"{graph_mb} | {cells} |"
+            f"{graph_mb} | {cells} | {row.rewrite_s:.1f} |"
         )
     if report.vectors:
         lines += [

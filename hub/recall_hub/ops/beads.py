@@ -110,7 +110,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     interrupted it) and a refused one writes nothing.
     """
     props, idem = new_bead_props(caller, req, now_ms())
-    await check_not_forgotten(ctx, caller, props)
+    await check_not_forgotten(ctx, caller, props, idem)
     outcome = await ctx.beads.create(caller, props, idem=idem)
     if outcome is None:
         await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
@@ -139,7 +139,9 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
             pending.append((i, *new_bead_props(caller, bead, now - (len(req.beads) - 1 - i))))
         except RecallError as exc:
             items[i] = CreatedItem(error=exc.to_reply().error)
-    refusals = await refuse_forgotten(ctx, caller, [props for _, props, _ in pending])
+    refusals = await refuse_forgotten(
+        ctx, caller, [props for _, props, _ in pending], [idem for _, _, idem in pending]
+    )
     for (i, _, _), refusal in zip(pending, refusals, strict=True):
         if refusal is not None:
             items[i] = CreatedItem(error=refusal.to_reply().error)

@@ -45,21 +45,29 @@ def _refusal(how: str) -> Conflict:
     )
 
 
-async def refuse_forgotten(ctx: HubContext, caller: str, beads: Sequence[Mapping[str, Any]]) -> list[Conflict | None]:
-    """For each bead about to be stored (its stored properties), the refusal it gets, or None.
+async def refuse_forgotten(
+    ctx: HubContext, caller: str, beads: Sequence[Mapping[str, Any]], idems: Sequence[str] | None = None
+) -> list[Conflict | None]:
+    """For each bead about to be stored (its stored properties), the refusal it gets, or None. With ``idems``
+    (each bead's idempotency key), a bead whose key already names a stored bead is a replay and is never
+    refused: the create returns the bead stored first.
 
-    One graph query for the exact hashes; the texts are embedded only when a denying tombstone of one
-    of the scopes carries a vector (forgetting is rare, so a create usually pays one cheap query)."""
+    One graph query for the exact hashes (and the replays); the texts are embedded only when a denying
+    tombstone of one of the scopes carries a vector (forgetting is rare, so a create usually pays one cheap
+    query)."""
     if not beads:
         return []
     scopes = [scope_of(b) for b in beads]
     store = forget_store(ctx)
-    exact, with_vectors = await store.denials(caller, sorted(set(scopes)), sorted({b["content_hash"] for b in beads}))
+    exact, with_vectors, replays = await store.denials(
+        caller, sorted(set(scopes)), sorted({b["content_hash"] for b in beads}), sorted(set(idems or ()))
+    )
+    replayed = [idems is not None and idems[i] in replays for i in range(len(beads))]
     refusals: list[Conflict | None] = [
-        _refusal("exact") if f"{scope} {bead['content_hash']}" in exact else None
-        for scope, bead in zip(scopes, beads, strict=True)
+        _refusal("exact") if f"{scope} {bead['content_hash']}" in exact and not replay else None
+        for scope, bead, replay in zip(scopes, beads, replayed, strict=True)
     ]
-    open_ = [i for i, refusal in enumerate(refusals) if refusal is None]
+    open_ = [i for i, refusal in enumerate(refusals) if refusal is None and not replayed[i]]
     if not with_vectors or not open_:
         return refusals
     denied = await store.deny_vectors(caller, sorted({scopes[i] for i in open_}), ctx.vectors.model_id)
@@ -78,9 +86,9 @@ async def refuse_forgotten(ctx: HubContext, caller: str, beads: Sequence[Mapping
     return refusals
 
 
-async def check_not_forgotten(ctx: HubContext, caller: str, bead: Mapping[str, Any]) -> None:
+async def check_not_forgotten(ctx: HubContext, caller: str, bead: Mapping[str, Any], idem: str | None = None) -> None:
     """:func:`refuse_forgotten` for one bead: raises its refusal."""
-    refusal = (await refuse_forgotten(ctx, caller, [bead]))[0]
+    refusal = (await refuse_forgotten(ctx, caller, [bead], None if idem is None else [idem]))[0]
     if refusal is not None:
         raise refusal
 

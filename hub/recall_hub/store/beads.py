@@ -52,9 +52,12 @@ _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newe
 
 NOT_FORGOTTEN = (
     "OPTIONAL MATCH (t:Tombstone {{deny_scope: {scope}}}) WHERE t.denied AND t.content_hash = {props}.content_hash "
-    "WITH {keep}, count(t) AS forgotten WHERE forgotten = 0 "
+    "WITH {keep}, count(t) AS forgotten "
+    "OPTIONAL MATCH (replayed:Bead {{idem: {idem}}}) "
+    "WITH {keep}, forgotten, count(replayed) AS replays WHERE forgotten = 0 OR replays > 0 "
 )
-"""Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash)."""
+"""Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash), unless
+the idempotency key already names a stored bead (a replay: it returns that bead and stores nothing)."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,7 @@ class BeadStore:
         cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
         if group_id is not None:
             cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
-        cypher += NOT_FORGOTTEN.format(props="$props", scope="$deny_scope", keep="me")
+        cypher += NOT_FORGOTTEN.format(props="$props", scope="$deny_scope", keep="me", idem="$idem")
         if session_id is not None:
             cypher += (  # the caller's own session of that id (sessions are per owner)
                 "MERGE (s:Session {session_id: $session_id, owner: $caller}) "
@@ -270,7 +273,7 @@ class BeadStore:
             "WITH me OPTIONAL MATCH (me)-[:MEMBER_OF]->(g:Group) WITH collect(g.group_id) AS my_groups "
             "UNWIND $items AS item "
             "WITH item WHERE item.props.group_id IS NULL OR item.props.group_id IN my_groups "
-            + NOT_FORGOTTEN.format(props="item.props", scope="item.deny_scope", keep="item") +
+            + NOT_FORGOTTEN.format(props="item.props", scope="item.deny_scope", keep="item", idem="item.idem") +
             "FOREACH (_ IN CASE WHEN item.props.session_id IS NULL THEN [] ELSE [1] END | "
             "MERGE (s:Session {session_id: item.props.session_id, owner: $caller}) "
             "ON CREATE SET s.created_at = item.props.created_at, s.group_id = item.props.group_id, "

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import redis.exceptions
 from recall_schemas import Unavailable
 from redis.asyncio import Redis
 
@@ -214,7 +215,7 @@ async def _compact(client: Redis, timeout_s: float) -> None:
     config: Any = await client.config_get("save")
     snapshots = bool(config.get("save")) or int(before.get("rdb_saves", 0)) > 0
     if before.get("aof_enabled"):
-        await client.bgrewriteaof()
+        await _rewrite_aof(client, timeout_s)
     if snapshots:
         await client.bgsave(schedule=True)
     deadline = time.monotonic() + timeout_s
@@ -234,6 +235,20 @@ async def _compact(client: Redis, timeout_s: float) -> None:
             return
         if time.monotonic() > deadline:
             raise Unavailable(f"the store did not rewrite its files within {timeout_s:.0f} s after a forget")
+        await asyncio.sleep(0.05)
+
+
+async def _rewrite_aof(client: Redis, timeout_s: float) -> None:
+    """Start a rewrite of the append-only file; one already running (the server's own, started by the file's
+    growth, may have begun before the erasure) is waited for first, then a new one is started."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await client.bgrewriteaof()
+            return
+        except redis.exceptions.ResponseError as exc:
+            if "already in progress" not in str(exc) or time.monotonic() > deadline:
+                raise
         await asyncio.sleep(0.05)
 
 

@@ -83,21 +83,27 @@ class ForgetStore:
         )
         return [_tombstone(row) for row in rows]
 
-    async def denials(self, caller: str, scopes: Sequence[str], hashes: Sequence[str]) -> tuple[set[str], int]:
+    async def denials(
+        self, caller: str, scopes: Sequence[str], hashes: Sequence[str], idems: Sequence[str] = ()
+    ) -> tuple[set[str], int, set[str]]:
         """For creates by ``caller`` into ``scopes``: the ``scope hash`` pairs among ``hashes`` that are
-        denied, and how many denying tombstones of those scopes carry a vector. A group scope counts only
-        where the caller is a member, so the deny-list tells nothing to someone who could not write there."""
+        denied, how many denying tombstones of those scopes carry a vector, and which of the idempotency keys
+        ``idems`` already name a bead (a replay, which returns that bead and stores nothing). A group scope
+        counts only where the caller is a member, so the deny-list tells nothing to someone who could not
+        write there."""
         rows = await self.graph.values(
-            MY_GROUPS + "MATCH (t:Tombstone) WHERE t.denied AND t.deny_scope IN $scopes "
+            MY_GROUPS + "OPTIONAL MATCH (t:Tombstone) WHERE t.denied AND t.deny_scope IN $scopes "
             "AND (t.visibility <> 'group' OR t.group_id IN my_groups) "
             "AND (t.visibility <> 'private' OR t.created_by = $caller) "
-            "RETURN collect(CASE WHEN t.content_hash IN $hashes THEN t.deny_scope + ' ' + t.content_hash END), "
-            "sum(CASE WHEN t.deny_vector IS NULL THEN 0 ELSE 1 END)",
-            {"caller": caller, "scopes": list(scopes), "hashes": list(hashes)},
+            "WITH collect(CASE WHEN t.content_hash IN $hashes THEN t.deny_scope + ' ' + t.content_hash END) AS exact, "
+            "sum(CASE WHEN t.deny_vector IS NULL THEN 0 ELSE 1 END) AS with_vectors "
+            "OPTIONAL MATCH (b:Bead) WHERE b.idem IN $idems "
+            "RETURN exact, with_vectors, collect(b.idem)",
+            {"caller": caller, "scopes": list(scopes), "hashes": list(hashes), "idems": list(idems)},
         )
         if not rows:
-            return set(), 0
-        return set(rows[0][0] or []), int(rows[0][1] or 0)
+            return set(), 0, set()
+        return set(rows[0][0] or []), int(rows[0][1] or 0), set(rows[0][2] or [])
 
     async def deny_vectors(self, caller: str, scopes: Sequence[str], model: str) -> list[tuple[str, str]]:
         """``(scope, base64 float32 vector)`` of the denying tombstones of ``scopes`` embedded by ``model``."""
