@@ -103,8 +103,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     # Beads whose vector write failed (or that predate this model) are embedded in the background
     # while the hub already serves; `service.repaired` lets callers wait for it.
     service.repaired = asyncio.create_task(repair(ctx))
-    legacy_check = asyncio.create_task(_warn_about_legacy_keys(ctx))
-    telemetry_check = asyncio.create_task(_warn_about_query_telemetry(ctx))
+    warnings = asyncio.create_task(_warn_the_operator(ctx))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
     gc.freeze()
@@ -135,8 +134,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         yield service
     finally:
         background = [
-            t for t in (sweeper, eraser, follower, reads, service.repaired, legacy_check, telemetry_check)
-            if t is not None
+            t for t in (sweeper, eraser, follower, reads, service.repaired, warnings) if t is not None
         ]
         for task in background:
             task.cancel()
@@ -171,28 +169,29 @@ async def _start_status_server(settings: HubSettings, service: HubService) -> St
     return status
 
 
-async def _warn_about_legacy_keys(ctx: HubContext) -> None:
-    try:
-        if await legacy_keys_present(ctx.redis):
-            log.warning(
-                "Redis holds keys of the first release's layout (key-value memory, change logs, audit, vectors "
-                "outside any graph's namespace): this hub does not read them. Run `recall upgrade --graph %s` "
-                "once to move them under this graph.", ctx.settings.graph_name,
-            )
-    except Exception as exc:  # a check for the operator's benefit; never a reason to stop serving
-        log.debug("legacy key check failed: %s", exc)
+_OPERATOR_WARNINGS = {
+    "legacy keys": (
+        "Redis holds keys of the first release's layout (key-value memory, change logs, audit, vectors outside any "
+        "graph's namespace): this hub does not read them. Run `recall upgrade --graph %s` once to move them under "
+        "this graph."
+    ),
+    "query telemetry": (
+        "FalkorDB runs with CMD_INFO on: it keeps every query, with its parameters (the text of beads), in the "
+        "stream telemetry{%s}. Start it with `CMD_INFO no` (the embedded stack does); meanwhile the hub deletes "
+        "that stream after every forget."
+    ),
+}
 
 
-async def _warn_about_query_telemetry(ctx: HubContext) -> None:
-    try:
-        if await ctx.graph.records_telemetry():
-            log.warning(
-                "FalkorDB runs with CMD_INFO on: it keeps every query, with its parameters (the text of beads), in "
-                "the stream telemetry{%s}. Start it with `CMD_INFO no` (the embedded stack does); meanwhile the hub "
-                "deletes that stream after every forget.", ctx.settings.graph_name,
-            )
-    except Exception as exc:  # a check for the operator's benefit; never a reason to stop serving
-        log.debug("telemetry check failed: %s", exc)
+async def _warn_the_operator(ctx: HubContext) -> None:
+    """What an operator should hear of at start; a check that fails is never a reason to stop serving."""
+    checks = {"legacy keys": lambda: legacy_keys_present(ctx.redis), "query telemetry": ctx.graph.records_telemetry}
+    for name, check in checks.items():
+        try:
+            if await check():
+                log.warning(_OPERATOR_WARNINGS[name], ctx.settings.graph_name)
+        except Exception as exc:
+            log.debug("%s check failed: %s", name, exc)
 
 
 async def serve_forever(settings: HubSettings, stop: asyncio.Event) -> None:
