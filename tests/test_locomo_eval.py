@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from recall_hub.bench.evalkit import interval
 from recall_hub.bench.locomo import (
     CATEGORIES,
     MODES,
     Answer,
     ask,
     ingest,
-    interval,
     load_conversation,
     load_locomo,
     markdown,

@@ -21,16 +21,12 @@ latency of the search request as the client sees it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import random
 import re
-import secrets
 import statistics
-import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +34,8 @@ from typing import Any
 
 from recall_client import RecallClient
 from recall_schemas.requests import index_seq_key
+
+from recall_hub.bench.evalkit import BOOTSTRAP_RESAMPLES, connected, eval_hub, interval, new_body
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +179,6 @@ class Ingested:
         self.dia_of = {b: d for d, b in self.beads.items()}
 
 
-def _body() -> str:
-    return secrets.token_hex(6)
-
-
 async def _ingest_session(
     clients: dict[str, RecallClient], group_id: str, turns: Sequence[Turn], beads: dict[str, str], plain: bool
 ) -> None:
@@ -194,7 +188,7 @@ async def _ingest_session(
     previous: str | None = None
     for turn in turns:
         client = clients[turn.speaker]
-        session_id = sessions.setdefault(turn.speaker, f"s_{_body()}")
+        session_id = sessions.setdefault(turn.speaker, f"s_{new_body()}")
         title = turn.title()
         content = ""
         if len(title) > TITLE_MAX:
@@ -226,10 +220,10 @@ async def ingest(
     plain: bool = False,
 ) -> Ingested:
     """Create the group, its agents and every turn of ``conversation`` through the bus."""
-    ops = RecallClient(f"o_{_body()}", nats_url, timeout=30.0)
-    speakers = {name: RecallClient(f"a_{_body()}", nats_url, timeout=30.0) for name in conversation.speakers}
+    ops = RecallClient(f"o_{new_body()}", nats_url, timeout=30.0)
+    speakers = {name: RecallClient(f"a_{new_body()}", nats_url, timeout=30.0) for name in conversation.speakers}
     beads: dict[str, str] = {}
-    async with _connected([ops, *speakers.values()]):
+    async with connected([ops, *speakers.values()]):
         group = await ops.create_group(f"LoCoMo conversation {conversation.key}")
         for client in speakers.values():
             await ops.add_member(group.group_id, client.ai_id, "agent")
@@ -251,17 +245,6 @@ async def ingest(
         conversation.key, group.group_id, {n: c.ai_id for n, c in speakers.items()}, beads, sessions,
         max(positions, key=index_seq_key, default=None),
     )
-
-
-@contextlib.asynccontextmanager
-async def _connected(clients: Sequence[RecallClient]) -> AsyncIterator[None]:
-    try:
-        for client in clients:
-            await client.connect()
-        yield
-    finally:
-        for client in clients:
-            await client.close()
 
 
 # --- asking and scoring ------------------------------------------------------------------------
@@ -343,7 +326,7 @@ async def ask(
         if progress:
             progress(1)
 
-    async with _connected(askers):
+    async with connected(askers):
         await asyncio.gather(*(one(n, q) for n, q in enumerate(conversation.questions)))
     return answers
 
@@ -359,20 +342,6 @@ class Metrics:
     mrr: float
     session_hit_at_1: float
     p50_ms: float
-
-
-BOOTSTRAP_RESAMPLES = 1000
-
-
-def interval(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap interval of the mean of ``values`` (percentile method, questions resampled with
-    replacement; a fixed seed, so a report is reproducible)."""
-    if not values:
-        return (0.0, 0.0)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def summarise(answers: Sequence[Answer]) -> Metrics:
@@ -528,45 +497,6 @@ def markdown(report: LocomoReport) -> str:
 # --- running it --------------------------------------------------------------------------------
 
 
-@dataclass
-class _Target:
-    nats_url: str
-    setup: str
-    embedder: str
-
-
-@contextlib.asynccontextmanager
-async def _hub(
-    nats_url: str | None, redis_url: str | None, falkordb_url: str | None, graph_name: str | None,
-    work_dir: Path | None,
-) -> AsyncIterator[_Target]:
-    """Where to send requests: an embedded stack and an in-process hub unless a hub is given."""
-    from recall_hub.config import HubSettings
-    from recall_hub.service.server import running_hub
-    from recall_hub.tooling.stack import EmbeddedStack
-
-    if nats_url is not None and redis_url is None and falkordb_url is None:
-        yield _Target(nats_url, f"Hub already serving at {nats_url}.", "the serving hub's embedder")
-        return
-    with contextlib.ExitStack() as scope:
-        if nats_url is None:
-            directory = work_dir or Path(scope.enter_context(tempfile.TemporaryDirectory(prefix="recall-locomo-")))
-            stack = scope.enter_context(EmbeddedStack(directory))
-            nats_url, redis_url = stack.nats_url, stack.redis_url
-            setup = "Embedded stack (nats-server, redis-server 8 + FalkorDB) and an in-process hub."
-        else:
-            setup = f"In-process hub on {nats_url}."
-        store = redis_url or falkordb_url or "redis://127.0.0.1:6379"
-        settings = HubSettings(
-            nats_url=nats_url,
-            falkordb_url=falkordb_url or store,
-            redis_url=redis_url or store,
-            graph_name=graph_name or f"locomo_{_body()}",
-        )
-        async with running_hub(settings) as service:
-            yield _Target(nats_url, setup, service.ctx.embedder.model_id)
-
-
 async def run_locomo(
     data_dir: Path,
     nats_url: str | None = None,
@@ -597,7 +527,7 @@ async def run_locomo(
     convs = load_locomo(data_dir, conversations, max_turns, captions)
     total_turns = sum(len(c.turns) for c in convs)
     total_questions = sum(len(c.questions) for c in convs)
-    async with _hub(nats_url, redis_url, falkordb_url, graph_name, work_dir) as target:
+    async with eval_hub(nats_url, redis_url, falkordb_url, graph_name or f"locomo_{new_body()}", work_dir) as target:
         url = target.nats_url
         done = 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -341,8 +342,6 @@ async def _bench(args: argparse.Namespace) -> int:
     )
     report = await run_bench(config)
     if args.json:
-        import json
-
         from recall_hub.bench.run import to_json
 
         print(json.dumps(to_json(report), indent=2, default=str))
@@ -539,22 +538,39 @@ async def _console(args: argparse.Namespace) -> int:
 async def _eval_locomo(args: argparse.Namespace) -> int:
     from recall_hub.bench.locomo import MODES, markdown, render, run_locomo
 
-    def progress(stage: str, done: int, total: int) -> None:
-        print(f"\r{stage}: {done}/{total}", end="", file=sys.stderr, flush=True)
-
     report = await run_locomo(
         Path(args.data),
         nats_url=args.nats,
         conversations=args.conversations,
         modes=args.modes.split(",") if args.modes else MODES,
-        progress=progress,
+        progress=_progress,
         plain=args.plain,
     )
     print(file=sys.stderr)
-    print(render(report))
+    print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     if args.markdown:
         Path(args.markdown).write_text(markdown(report))
         print(f"wrote {args.markdown}", file=sys.stderr)
+    return 0
+
+
+def _progress(stage: str, done: int, total: int) -> None:
+    print(f"\r{stage}: {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+async def _eval_longmemeval(args: argparse.Namespace) -> int:
+    from recall_hub.bench.longmemeval import MODES, render, run_longmemeval
+
+    report = await run_longmemeval(
+        Path(args.data),
+        nats_url=args.nats,
+        questions=args.questions,
+        types=args.types.split(",") if args.types else (),
+        modes=args.modes.split(",") if args.modes else MODES,
+        progress=_progress,
+    )
+    print(file=sys.stderr)
+    print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0
 
 
@@ -704,7 +720,19 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--markdown", help="also write the report as markdown to this file")
     locomo.add_argument("--plain", action="store_true",
                         help="ingest as a plain client: no reply-structure edges, only what the hub links itself")
+    locomo.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     locomo.set_defaults(run=_eval_locomo)
+
+    lme = eval_sub.add_parser(
+        "longmemeval", help="LongMemEval_S: session recall_any@1/@5/@10, recall_all@5, turn Recall@10 per mode and type"
+    )
+    lme.add_argument("--data", default="../shared/data/longmemeval", help="folder of LongMemEval question JSON files")
+    lme.add_argument("--questions", type=int, help="a stratified subset: this many, taking each question type in turn")
+    lme.add_argument("--types", help="comma-separated question types (default: all)")
+    lme.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid,hybrid+priors")
+    lme.add_argument("--nats", help="use a hub already serving there (default: a private embedded stack)")
+    lme.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    lme.set_defaults(run=_eval_longmemeval)
 
     audit = sub.add_parser("audit", help="who read and wrote what (by AI id or by bead)")
     target = audit.add_mutually_exclusive_group(required=True)
