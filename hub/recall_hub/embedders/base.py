@@ -57,6 +57,12 @@ class Embedder(Protocol):
         """Length of every vector."""
         ...
 
+    @property
+    def window_tokens(self) -> int | None:
+        """Tokens of a text the model reads (the rest is cut off); None: it reads a text whole. A longer bead is
+        embedded in overlapping chunks that each fit (:func:`recall_hub.retrieval.embedding.bead_chunks`)."""
+        ...
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array of shape ``(len(texts), dim)``, rows L2-normalised, in input order."""
         ...

@@ -32,6 +32,10 @@ class BatchingEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
+    @property
+    def window_tokens(self) -> int | None:
+        return self.inner.window_tokens
+
     async def warmup(self) -> None:
         await self.inner.warmup()
 

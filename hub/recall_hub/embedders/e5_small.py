@@ -51,6 +51,11 @@ class E5SmallEmbedder:
     def dim(self) -> int:
         return E5_DIM
 
+    @property
+    def window_tokens(self) -> int | None:
+        """The model's position limit (the engine averages the windows of a longer text)."""
+        return 512
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Documents (``passage:``)."""
         return await self._embed(texts, _PASSAGE)

@@ -67,6 +67,11 @@ class HashEmbedder:
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def window_tokens(self) -> int | None:
+        """Hashing reads every word of a text."""
+        return None
+
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors, computed on the calling thread (pure function of the texts and ``dim``)."""
         items = check_texts(texts)

@@ -137,6 +137,11 @@ class LocalEmbedder:
     def dim(self) -> int:
         return LOCAL_DIM
 
+    @property
+    def window_tokens(self) -> int | None:
+        """The truncation: ``max_tokens`` (256)."""
+        return self.max_tokens
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await self._thread.vectors(texts, LOCAL_DIM, self.embed_sync)
 

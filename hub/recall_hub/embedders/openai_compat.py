@@ -101,6 +101,11 @@ class OpenAIEmbedder:
         return self._dim
 
     @property
+    def window_tokens(self) -> int | None:
+        """Remote models read thousands of tokens; the endpoint decides."""
+        return None
+
+    @property
     def model_id(self) -> str:
         return f"openai:{self.host}:{self.model}:{self.dim}"
 

@@ -23,7 +23,7 @@ import numpy as np
 from recall_hub.context import HubContext
 from recall_hub.ops.indexing import attributes, sync_bead_vector
 from recall_hub.outages import log_failure
-from recall_hub.retrieval.embedding import bead_text, embed_texts
+from recall_hub.retrieval.embedding import embed_beads
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
@@ -99,10 +99,11 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
                 for b in chained[k : k + BULK_CONCURRENCY]
             ))
     await ctx.index_log.append_many(ids)  # after the links: a keyword document holds the words a bead follows
-    vectors = await embed_texts(ctx, [bead_text(beads[b]) for b in present]) if present else np.zeros((0, 1))
+    chunked = await embed_beads(ctx, [beads[b] for b in present]) if present else []
     await ctx.vectors.add_many(
-        [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, vectors, strict=True)]
+        [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, chunked, strict=True)]
     )
+    vectors = [v[0] for v in chunked]  # each bead's whole text: what its neighbours are found by
     await ctx.beads.system_mark_indexed_many(
         [{"id": b, "scope": scope_of(beads[b])} for b in present], ctx.vectors.model_id
     )

@@ -16,7 +16,7 @@ import numpy as np
 from recall_schemas import RecallError
 
 from recall_hub.context import HubContext
-from recall_hub.retrieval.embedding import bead_text, embed_texts
+from recall_hub.retrieval.embedding import embed_beads
 from recall_hub.store.validity import validity_attributes
 from recall_hub.store.vectors import ATTRIBUTE_FIELDS, scope_of
 
@@ -30,11 +30,11 @@ def attributes(props: Mapping[str, Any]) -> dict[str, Any]:
 async def sync_bead_vector(
     ctx: HubContext, bead_id: str, props: Mapping[str, Any] | None, old_scopes: Iterable[str | None], reembed: bool
 ) -> np.ndarray | None:
-    """Make the vector sets hold exactly one vector of the bead, in the scope it has now.
+    """Make the vector sets hold exactly the bead's vectors (one per chunk of its text), in the scope it has now.
 
     ``props`` is the bead as stored now (None: deleted); ``old_scopes`` every scope a vector of it
-    may still sit in. Returns the vector when it was (re-)embedded. Raises on failure, so the
-    caller can retry; every step is idempotent.
+    may still sit in. Returns the vector of its whole text when it was (re-)embedded. Raises on failure,
+    so the caller can retry; every step is idempotent.
     """
     stale = {s for s in old_scopes if s}
     if props is None:
@@ -49,8 +49,9 @@ async def sync_bead_vector(
     current = props.get("vec_model") == model and props.get("vec_scope") == target
     vector = None
     if reembed or not current or not await ctx.vectors.set_attributes(bead_id, target, attributes(props)):
-        vector = (await embed_texts(ctx, [bead_text(props)]))[0]
-        await ctx.vectors.add(bead_id, target, vector, attributes(props))
+        (vectors,) = await embed_beads(ctx, [props])
+        await ctx.vectors.add(bead_id, target, vectors, attributes(props))
+        vector = vectors[0]
     for scope in stale:
         await ctx.vectors.remove(bead_id, scope)
     if not current:
@@ -58,8 +59,11 @@ async def sync_bead_vector(
     return vector
 
 
-async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: np.ndarray | None = None) -> int:
-    """Embed (unless given) and store the vectors of ``beads`` in bulk, then mark them in the graph.
+async def index_beads(
+    ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray] | None = None
+) -> int:
+    """Embed (unless given: one array a bead, a row a chunk) and store the vectors of ``beads`` in bulk, then
+    mark them in the graph.
 
     For bulk work outside the outbox (repair, reindex, loading a corpus). Returns how many were
     indexed; failures are logged and left for :func:`repair`.
@@ -67,14 +71,13 @@ async def index_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]], vecto
     if not beads:
         return 0
     try:
-        if vectors is None:
-            vectors = await embed_texts(ctx, [bead_text(p) for p in beads])
-        for props, vector in zip(beads, vectors, strict=True):
+        chunked = list(vectors) if vectors is not None else await embed_beads(ctx, beads)
+        for props, bead_vectors in zip(beads, chunked, strict=True):
             old_scope = props.get("vec_scope")
             scope = scope_of(props)
             if old_scope and (old_scope != scope or props.get("vec_model") != ctx.vectors.model_id):
                 await ctx.vectors.remove(props["bead_id"], old_scope)
-            await ctx.vectors.add(props["bead_id"], scope, vector, attributes(props))
+            await ctx.vectors.add(props["bead_id"], scope, bead_vectors, attributes(props))
         await ctx.beads.system_mark_indexed_many(
             [{"id": p["bead_id"], "scope": scope_of(p)} for p in beads], ctx.vectors.model_id
         )

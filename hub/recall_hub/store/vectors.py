@@ -80,6 +80,20 @@ def filter_expression(filters: BeadFilters) -> str | None:
     return " and ".join(parts) if parts else None
 
 
+CHUNK_SEPARATOR = "#"
+"""A bead's first vector is named by its id, its n-th chunk's by ``<bead_id>#<n>`` (ids hold no ``#``)."""
+CHUNKS_ATTRIBUTE = "chunks"
+"""The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
+
+
+def element(bead_id: str, chunk: int) -> str:
+    return bead_id if chunk == 0 else f"{bead_id}{CHUNK_SEPARATOR}{chunk}"
+
+
+def bead_of(name: str) -> str:
+    return name.split(CHUNK_SEPARATOR, 1)[0]
+
+
 @dataclass(frozen=True)
 class VectorHit:
     bead_id: str
@@ -120,44 +134,75 @@ class VectorStore:
                 replica.read_failed(exc.__cause__ or exc)
         return await run(self.redis)
 
-    async def add(self, bead_id: str, scope: str, vector: np.ndarray, attributes: dict[str, Any]) -> None:
-        self._note_write()
-        try:
-            await self.redis.execute_command(  # type: ignore[no-untyped-call]
-                "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), bead_id,
-                self.quantization, "SETATTR", _attributes_json(attributes),
-            )
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"vector store unreachable: {exc}") from exc
+    async def add(self, bead_id: str, scope: str, vectors: np.ndarray, attributes: dict[str, Any]) -> None:
+        """Store the bead's vectors (one row per chunk, the first its whole text) in ``scope``, replacing any it
+        had there; :meth:`add_many` for one bead."""
+        await self.add_many([(bead_id, scope, vectors, attributes)])
 
     async def add_many(self, items: list[tuple[str, str, np.ndarray, dict[str, Any]]]) -> None:
-        """:meth:`add` for ``(bead_id, scope, vector, attributes)`` items, in one round trip."""
+        """Store ``(bead_id, scope, vectors, attributes)`` items — ``vectors`` one row per chunk, or a single
+        vector — each replacing the vectors its bead had in that scope (chunks it no longer has are removed),
+        in two round trips."""
         self._note_write()
+        rows = [(b, scope, np.atleast_2d(v), attrs) for b, scope, v, attrs in items]
+        before = await self._chunk_counts([(b, scope) for b, scope, _, _ in rows])
         pipe = self.redis.pipeline(transaction=False)
-        for bead_id, scope, vector, attrs in items:
-            pipe.execute_command(
-                "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), bead_id,
-                self.quantization, "SETATTR", _attributes_json(attrs),
-            )
-        try:
-            await pipe.execute()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"vector store unreachable: {exc}") from exc
+        for (bead_id, scope, vectors, attrs), had in zip(rows, before, strict=True):
+            described = _attributes_json(attrs, len(vectors))
+            for chunk, vector in enumerate(vectors):
+                pipe.execute_command(
+                    "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), element(bead_id, chunk),
+                    self.quantization, "SETATTR", described,
+                )
+            for chunk in range(len(vectors), had):
+                pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
+        await self._execute(pipe)
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
-        """Replace the filter attributes of a stored vector; False if the set holds no such vector."""
+        """Replace the filter attributes of the bead's stored vectors; False if the set holds none of it."""
         self._note_write()
-        try:
-            done = await self.redis.execute_command(  # type: ignore[no-untyped-call]
-                "VSETATTR", self.key(scope), bead_id, _attributes_json(attributes))
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-            raise Unavailable(f"vector store unreachable: {exc}") from exc
-        return bool(done)
+        (count,) = await self._chunk_counts([(bead_id, scope)])
+        if not count:
+            return False
+        pipe = self.redis.pipeline(transaction=False)
+        described = _attributes_json(attributes, count)
+        for chunk in range(count):
+            pipe.execute_command("VSETATTR", self.key(scope), element(bead_id, chunk), described)
+        done = await self._execute(pipe)
+        return bool(done[0])
 
     async def remove(self, bead_id: str, scope: str) -> None:
+        """Remove every vector of the bead from ``scope``."""
         self._note_write()
+        (count,) = await self._chunk_counts([(bead_id, scope)])
+        pipe = self.redis.pipeline(transaction=False)
+        for chunk in range(max(count, 1)):
+            pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
+        await self._execute(pipe)
+
+    async def _chunk_counts(self, beads: list[tuple[str, str]]) -> list[int]:
+        """How many vectors each ``(bead_id, scope)`` has there (0: none), from its first vector's attributes."""
+        if not beads:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for bead_id, scope in beads:
+            pipe.execute_command("VGETATTR", self.key(scope), bead_id)
+        counts = []
+        for reply in await self._execute(pipe, raise_on_error=False):
+            if reply is None or isinstance(reply, Exception):
+                counts.append(0)
+                continue
+            try:  # redis-py decodes the JSON itself on some connections
+                described = reply if isinstance(reply, dict) else json.loads(reply)
+                counts.append(max(1, int(described.get(CHUNKS_ATTRIBUTE, 1))))
+            except (ValueError, TypeError, AttributeError):
+                counts.append(1)
+        return counts
+
+    @staticmethod
+    async def _execute(pipe: Any, raise_on_error: bool = True) -> list[Any]:
         try:
-            await self.redis.vset().vrem(self.key(scope), bead_id)
+            return list(await pipe.execute(raise_on_error=raise_on_error))
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
             raise Unavailable(f"vector store unreachable: {exc}") from exc
 
@@ -170,18 +215,20 @@ class VectorStore:
     async def search(
         self, scopes: Iterable[str], vector: np.ndarray, k: int, filter_expr: str | None = None
     ) -> list[VectorHit]:
-        """The ``k`` nearest beads across ``scopes`` (one VSIM per set, in one round trip)."""
+        """The ``k`` nearest beads across ``scopes`` (one VSIM per set, in one round trip), each bead scored by
+        its nearest chunk. Twice ``k`` vectors are asked for, so that several chunks of one bead leave room."""
         blob = vector.astype(np.float32).tobytes()
         keys = [self.key(s) for s in scopes]
-        replies = await self._read(lambda client: self._vsim(client, keys, blob, k, filter_expr))
+        replies = await self._read(lambda client: self._vsim(client, keys, blob, 2 * k, filter_expr))
         hits: dict[str, float] = {}
         for key, reply in zip(keys, replies, strict=True):
             if isinstance(reply, Exception):
                 if "key" not in str(reply).lower():
                     log.warning("VSIM on %s failed: %s", key, reply)
                 continue
-            for element, score in _pairs(reply):
-                hits[element] = max(hits.get(element, -1.0), 2.0 * score - 1.0)
+            for name, score in _pairs(reply):
+                bead_id = bead_of(name)
+                hits[bead_id] = max(hits.get(bead_id, -1.0), 2.0 * score - 1.0)
         ranked = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return [VectorHit(bead_id=b, similarity=s) for b, s in ranked]
 
@@ -225,8 +272,11 @@ class VectorStore:
 
 
 
-def _attributes_json(attributes: Mapping[str, Any]) -> str:
-    return json.dumps({k: attributes.get(k) for k in ATTRIBUTE_FIELDS if attributes.get(k) is not None})
+def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1) -> str:
+    described = {k: attributes.get(k) for k in ATTRIBUTE_FIELDS if attributes.get(k) is not None}
+    if chunks > 1:
+        described[CHUNKS_ATTRIBUTE] = chunks
+    return json.dumps(described)
 
 
 def _pairs(reply: Any) -> list[tuple[str, float]]:
