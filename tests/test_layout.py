@@ -171,22 +171,24 @@ RULES: dict[str, Rule] = {
         _may("retrieval", "store", "embedders", "extractors", "context", "config", "background", "outages", *HELPERS),
     ),
     "retrieval": Rule(  # below the operations: never calls one
-        _may("store", "embedders", "context", "config", "background", "outages", *HELPERS),
+        _may("store", "embedders", "rerankers", "context", "config", "background", "outages", *HELPERS),
     ),
     "store": Rule(  # every Cypher query, Redis key and store client; depends on no layer above it
         _may("outages", *HELPERS), store_clients=STORE_CLIENTS, cypher=True,
     ),
     "embedders": Rule(_may(*HELPERS)),  # pluggable models: know nothing of the hub
     "extractors": Rule(_may(*HELPERS)),  # pluggable LLMs: know nothing of the hub
+    "rerankers": Rule(_may(*HELPERS)),  # pluggable cross-encoders: know nothing of the hub
     "console": Rule(_may("logs", *HELPERS), bus=True),  # a client of the bus: never the stores or the hub's code
     "tooling": Rule(ANY, bus=True, store_clients=STORE_CLIENTS),  # clients of the bus and of the store
     "bench": Rule(ANY, bus=True, store_clients=STORE_CLIENTS),  # likewise
     # root modules
     "__init__": Rule(_may("config", "context", "service", "tooling")),  # the package's public names
     "background": Rule(_may()),
-    "config": Rule(_may("embedders", "extractors")),  # settings, with the embedder's and extractor's own
+    "config": Rule(_may("embedders", "extractors", "rerankers")),  # settings, with those of the pluggable parts
     "context": Rule(  # wires the stores together: creates the clients and hands them over
-        _may("store", "embedders", "extractors", "config", "background", *HELPERS), store_clients=("redis",),
+        _may("store", "embedders", "extractors", "rerankers", "config", "background", *HELPERS),
+        store_clients=("redis",),
     ),
     "logs": Rule(_may()),
     "outages": Rule(_may(), store_clients=("redis.exceptions",)),  # tells an outage from a bug

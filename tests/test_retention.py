@@ -197,11 +197,13 @@ def test_every_setting_is_documented_in_the_readme() -> None:
 
     from recall_hub.embedders import EmbedderConfig
     from recall_hub.extractors.base import ExtractorConfig
+    from recall_hub.rerankers import RerankerConfig
 
     readme = (Path(__file__).parents[1] / "README.md").read_text()
-    names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n not in ("embedder", "extractor")]
-    names += [f"RECALL_EMBEDDER__{n.upper()}" for n in EmbedderConfig.model_fields]
-    names += [f"RECALL_EXTRACTOR__{n.upper()}" for n in ExtractorConfig.model_fields]
+    nested = {"embedder": EmbedderConfig, "extractor": ExtractorConfig, "reranker": RerankerConfig}
+    names = [f"RECALL_{n.upper()}" for n in HubSettings.model_fields if n not in nested]
+    for prefix, config in nested.items():
+        names += [f"RECALL_{prefix.upper()}__{n.upper()}" for n in config.model_fields]
     assert [n for n in names if f"`{n}`" not in readme] == []
 
 

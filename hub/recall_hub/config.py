@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from recall_hub.embedders import EmbedderConfig
 from recall_hub.extractors.base import ExtractorConfig
+from recall_hub.rerankers.base import RerankerConfig
 
 
 class HubSettings(BaseSettings):
@@ -78,6 +79,11 @@ class HubSettings(BaseSettings):
     auth_required: bool = Field(default=False, description="False only in the embedded dev mode")
     embedder: EmbedderConfig = Field(
         default_factory=EmbedderConfig, description="RECALL_EMBEDDER__KIND=local|e5-small|openai|hash, …"
+    )
+    reranker: RerankerConfig = Field(
+        default_factory=RerankerConfig,
+        description="RECALL_RERANKER__URL/__MODEL/__API_KEY/__API/__TIMEOUT_MS/__TOP_N/__MAX_CHARS: a cross-encoder "
+        "behind <url>/rerank reorders the best fused candidates of a search; no URL: the fused order",
     )
     extractor: ExtractorConfig = Field(
         default_factory=ExtractorConfig,

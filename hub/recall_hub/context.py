@@ -13,6 +13,7 @@ from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.embedders.query_cache import QueryVectors
 from recall_hub.extractors import Extractor, make_extractor
+from recall_hub.rerankers import Reranker, make_reranker
 from recall_hub.store.access import AccessLog
 from recall_hub.store.agents import AgentStore
 from recall_hub.store.applied import AppliedEvents
@@ -64,6 +65,8 @@ class HubContext:
     """Read replicas, each watched by a task of its own (store/replica.py); empty: every read on the primary."""
     extractor: Extractor | None = None
     """The LLM remember_extracted asks (RECALL_EXTRACTOR__URL); None: a deterministic outline of the text."""
+    reranker: Reranker | None = None
+    """The cross-encoder that reorders a search's best candidates (RECALL_RERANKER__URL); None: the fused order."""
     forgotten: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this hub forgets beads: their erasure from the servers' logs and files is due
     (:func:`recall_hub.ops.erasure.erase_forever`)."""
@@ -119,6 +122,7 @@ class HubContext:
             memberships=MembershipCache(beads, redis, keys),
             replicas=replicas,
             extractor=make_extractor(settings.extractor),
+            reranker=make_reranker(settings.reranker),
         )
         for replica in replicas:
             replica.start()
@@ -133,3 +137,5 @@ class HubContext:
         await self.embedder.aclose()
         if self.extractor is not None:
             await self.extractor.aclose()
+        if self.reranker is not None:
+            await self.reranker.aclose()

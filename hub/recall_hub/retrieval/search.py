@@ -47,6 +47,7 @@ from recall_hub.retrieval.freshness import written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import CONTEXT_WEIGHT, PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
+from recall_hub.retrieval.rerank import rerank, reranking_depth
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
@@ -160,12 +161,14 @@ async def rank(
         await boost_window(ctx, caller, fused, window)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = as_of if as_of is not None else now_ms()  # recency as it was then
+    wanted = reranking_depth(ctx, limit)
     if use_priors:
-        ordered = _reachable(ordered, limit)
+        ordered = _reachable(ordered, wanted)
     # Screened beads are weighed as not superseded; reading them (many) tells, and demotes the few that are.
     staged = [_weigh(entry, seen[entry.bead_id], False, now, use_priors) for entry in ordered]
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
-    return await _hydrate(ctx, caller, staged, filters, limit, now, use_priors, as_of)
+    hits = await _hydrate(ctx, caller, staged, filters, wanted, now, use_priors, as_of)
+    return (await rerank(ctx, query, hits))[:limit]
 
 
 async def _admit(
