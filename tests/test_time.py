@@ -361,3 +361,23 @@ async def test_a_search_with_a_date_expression_ranks_what_falls_in_it_higher_and
     assert asks.date_window is not None and asks.date_window.start is None
     assert next(h.bead.bead_id for h in asks.hits) == dated.bead_id
 
+
+
+async def test_date_expressions_are_read_against_the_time_a_question_is_asked(connect: ClientFactory) -> None:
+    """A question asked of memories from long ago ("last week", "yesterday" as of then) names its reference
+    time; search and context both read the query's dates against it."""
+    me = await connect(new_ai())
+    word = _word()
+    asked = datetime(2023, 3, 15, 18, 0, tzinfo=UTC)
+    earlier = await me.create_bead(f"Ran the load test {word}", "p99 was 40 ms",
+                                   valid_from=datetime(2023, 2, 1, tzinfo=UTC))
+    last_week = await me.create_bead(f"Ran the load test {word}", "p99 was 25 ms",
+                                     valid_from=datetime(2023, 3, 9, tzinfo=UTC))
+    result = await me.search_beads(f"the load test last week {word}", mode="keyword", reference_time=asked)
+    assert result.date_window is not None
+    assert (result.date_window.start, result.date_window.end) == (_day(2023, 3, 6), _day(2023, 3, 13))
+    assert [h.bead.bead_id for h in result.hits] == [last_week.bead_id, earlier.bead_id]
+    now = await me.search_beads(f"the load test last week {word}", mode="keyword")
+    assert now.date_window is not None and now.date_window.start != result.date_window.start
+    block = await me.context(f"the load test last week {word}", max_tokens=200, reference_time=asked)
+    assert block.bead_ids[0] == last_week.bead_id

@@ -30,6 +30,10 @@ from .models import (
 from .validity import AS_OF, VALID_AT, VALID_FROM, VALID_TO, DateWindow, UtcTime, check_interval
 
 Limit = Annotated[int, Field(ge=1, le=500)]
+REFERENCE_TIME = (
+    "When the question is asked (ISO 8601 with a time zone): date expressions in the query ('last week', 'in "
+    "May') are read against it; default now, or as_of"
+)
 MAX_TAGS = 32
 """Tags one bead may carry."""
 DEADLINE_HEADER = "Recall-Deadline"
@@ -248,6 +252,7 @@ class SearchBeads(WireModel):
         description="Also return topic hub beads (bead_type 'topic'); left out by default, their facts stand in",
     )
     as_of: UtcTime | None = Field(default=None, description=AS_OF)
+    reference_time: UtcTime | None = Field(default=None, description=REFERENCE_TIME)
 
 
 class RankSource(WireModel):
@@ -449,6 +454,7 @@ class GetContext(WireModel):
         default=False,
         description="Also pack topic hub beads (bead_type 'topic'); left out by default, their facts stand in",
     )
+    reference_time: UtcTime | None = Field(default=None, description=REFERENCE_TIME)
 
 
 class ContextBlock(WireModel):

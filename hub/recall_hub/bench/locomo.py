@@ -5,13 +5,15 @@ Mapping (docs/retrieval.md has the method and the numbers):
 * each conversation is a group, created by an ops identity that adds both speakers as agents;
 * each speaker is an agent; each turn is a group bead written by its speaker, titled
   ``"Speaker: text"``, with its real LoCoMo timestamp and dialogue id in ``metadata``
-  (``dia_id``, ``session``, ``date``) — the hub stamps ``created_at`` itself at ingest;
+  (``dia_id``, ``session``, ``date``) and the session's date as ``valid_from`` (when it happened) — the hub
+  stamps ``created_at`` itself at ingest;
 * each LoCoMo session is a session. A hub session has one owner (a create naming another
   identity's session is refused), so each speaker writes its turns of session N into its own
   hub session, and each turn is linked ``FOLLOWS_FROM`` the turn it answers (the other speaker's
   previous turn) — the hub itself links each turn to the same speaker's previous one;
-* each question of categories 1–4 is asked by one of the two speakers with
-  ``search_beads(filters={"group_id": <conversation group>}, limit=10, mode=...)``.
+* each question of categories 1–4 is asked by one of the two speakers, as of the conversation's last
+  session, with ``search_beads(filters={"group_id": <conversation group>}, limit=10,
+  reference_time=<last session's date>, mode=...)``.
 
 Metrics per mode and per category: Recall@10 of the evidence turns, Hit@5, MRR (over the top 10),
 session Hit@1 (the top bead's LoCoMo session holds an evidence turn) and the p50 round-trip
@@ -28,7 +30,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +205,7 @@ async def _ingest_session(
             group_id=group_id,
             visibility="group",
             metadata={"dia_id": turn.dia_id, "session": turn.session, "date": turn.date.isoformat()},
+            valid_from=turn.date.replace(tzinfo=UTC),  # when it happened, what date expressions are matched to
             idempotency_key=f"locomo.{group_id}.{turn.dia_id.replace(':', '.')}",
         )
         beads[turn.dia_id] = bead.bead_id
@@ -303,6 +306,8 @@ async def ask(
     With ``concurrency`` 1 the latencies are those of an idle hub.
     """
     askers = [RecallClient(ingested.agents[s], nats_url, timeout=30.0) for s in conversation.speakers]
+    # The questions come after the conversation: its last session is their "now".
+    asked = max(t.date for t in conversation.turns).replace(tzinfo=UTC) if conversation.turns else None
     for asker in askers:
         asker.read_after(ingested.index_position)
     answers: list[Answer] = []
@@ -314,7 +319,8 @@ async def ask(
             for mode in modes:
                 started = time.perf_counter()
                 result = await client.search_beads(
-                    question.text, limit=limit, filters={"group_id": ingested.group_id}, **MODE_OPTIONS[mode]
+                    question.text, limit=limit, filters={"group_id": ingested.group_id}, reference_time=asked,
+                    **MODE_OPTIONS[mode],
                 )
                 elapsed = (time.perf_counter() - started) * 1000.0
                 ranked = tuple(ingested.dia_of.get(h.bead.bead_id, "?") for h in result.hits)

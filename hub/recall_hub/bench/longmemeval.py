@@ -5,10 +5,11 @@ Mapping, as the LongMemEval paper scores retrieval (docs/retrieval.md has the nu
 * each question is a group of its own, created by an ops identity that adds a *user* and an *assistant*
   agent; every turn of the question's haystack is a group bead written by its role's agent, titled
   ``"role: text"`` (cut at 512 characters; the whole turn in the content), with the haystack session's id
-  and date in ``metadata``;
+  and date in ``metadata``, the date also as the bead's ``valid_from`` (when it happened);
 * each haystack session is a hub session: a hub session has one owner, so each role writes its turns of
   session N into its own hub session, in order (``create_beads``, one batch per role and session);
-* the question is asked by the user agent, ``search_beads(filters={"group_id": …}, limit=50, mode=…)``;
+* the question is asked by the user agent on its date, ``search_beads(filters={"group_id": …}, limit=50,
+  reference_time=<question date>, mode=…)``;
   the hits are mapped to their haystack sessions, each session ranked by its best hit.
 
 Metrics per mode and per question type: session recall_any@1/@5/@10 (an answer session among the first k
@@ -26,7 +27,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -188,13 +189,15 @@ def _bead(turn: Turn, hub_session: str, group_id: str, date: datetime | None) ->
     if len(title) > TITLE_MAX:
         title, content = title[: TITLE_MAX - 1] + "…", turn.text
     metadata: dict[str, Any] = {"session": turn.session, "turn": turn.index}
-    if date is not None:
-        metadata["date"] = date.isoformat()
-    return {
+    bead: dict[str, Any] = {
         "title": title, "content": content, "bead_type": "observation", "session_id": hub_session,
         "group_id": group_id, "visibility": "group", "metadata": metadata,
         "idempotency_key": f"lme.{group_id}.{turn.session}.{turn.index}",
     }
+    if date is not None:  # when it happened: what a question's date expressions are matched against
+        metadata["date"] = date.isoformat()
+        bead["valid_from"] = date.replace(tzinfo=UTC)
+    return bead
 
 
 # --- asking and scoring ------------------------------------------------------------------------
@@ -232,12 +235,14 @@ class Answer:
 async def ask(nats_url: str, item: Item, ingested: Ingested, modes: Sequence[str]) -> list[Answer]:
     client = RecallClient(ingested.asker, nats_url, timeout=60.0)
     client.read_after(ingested.index_position)
+    asked = item.question_date.replace(tzinfo=UTC) if item.question_date is not None else None
     answers = []
     async with connected([client]):
         for mode in modes:
             started = time.perf_counter()
             result = await client.search_beads(
-                item.question, limit=HITS, filters={"group_id": ingested.group_id}, **MODE_OPTIONS[mode]
+                item.question, limit=HITS, filters={"group_id": ingested.group_id}, reference_time=asked,
+                **MODE_OPTIONS[mode],
             )
             elapsed = (time.perf_counter() - started) * 1000.0
             ranked = tuple(ingested.beads.get(h.bead.bead_id, "?") for h in result.hits)

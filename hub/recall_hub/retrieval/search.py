@@ -342,7 +342,7 @@ def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) ->
 
 async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> SearchResult:
     as_of = to_ms(req.as_of) if req.as_of is not None else None
-    window = understood_window(req.query, as_of)
+    window = understood_window(req.query, to_ms(req.reference_time) if req.reference_time is not None else as_of)
     hits = await rank(
         ctx, caller, req.query, req.filters, req.limit, req.mode, req.use_priors, req.fusion, as_of, window,
         include_hubs=req.include_hubs,
@@ -354,7 +354,8 @@ async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> Search
 
 
 async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
-    hits = await rank(ctx, caller, req.query, req.filters, 100, include_hubs=req.include_hubs)
+    window = understood_window(req.query, to_ms(req.reference_time) if req.reference_time is not None else None)
+    hits = await rank(ctx, caller, req.query, req.filters, 100, window=window, include_hubs=req.include_hubs)
     kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
     text = "\n\n".join(render(h.bead) for h in kept)
     return ContextBlock(

@@ -36,9 +36,10 @@ def created_by_then(filters: BeadFilters, as_of: int) -> BeadFilters:
     return filters.model_copy(update={"created_before": before})
 
 
-def understood_window(query: str, as_of: int | None) -> DateWindow | None:
-    """The date window of ``query``, relative to ``as_of`` (else now), as the reply shows it."""
-    reference = from_ms(as_of) if as_of is not None else datetime.now(UTC)
+def understood_window(query: str, reference_ms: int | None) -> DateWindow | None:
+    """The date window of ``query``, read against ``reference_ms`` (when the question is asked; else now), as
+    the reply shows it."""
+    reference = from_ms(reference_ms) if reference_ms is not None else datetime.now(UTC)
     window = find_window(query, reference)
     if window is None:
         return None
