@@ -47,6 +47,7 @@ from recall_schemas.subjects import inbox_prefix, request_subject
 
 from recall_hub.config import HubSettings
 from recall_hub.embedders.local import default_tokenizer_path
+from recall_hub.retrieval.embedding import bead_chunks
 from recall_hub.service.server import running_hub
 from recall_hub.tooling.stack import DURABILITY, EmbeddedStack
 
@@ -980,6 +981,46 @@ async def _ingest(
     return [t for t in (embedder_alone, beads, links) if t is not None]
 
 
+LONG_BEADS = 100
+LONG_WORDS = 1200
+"""The long-content corpus: beads of this many words (a document section, a long answer, a log), each
+embedded in several chunks (docs/retrieval.md, "Long content")."""
+LONG_BATCH = 8
+
+
+async def _ingest_long(w: Workload, progress: ProgressFn | None) -> list[Throughput]:
+    """Long beads written by the caller (``create_beads``), counted in chunks, beside the embedder alone on the
+    same chunks: the floor of long-content ingest."""
+    rng = Random(w.config.seed + 11)
+    beads = [
+        CreateBead(title=f"long note {n}: {w.data.text(w.data.draw_words(rng, 4))}",
+                   content=w.data.text(w.data.draw_words(rng, LONG_WORDS)))
+        for n in range(LONG_BEADS)
+    ]
+    window = w.embedder.window_tokens if w.embedder is not None else None
+    chunks = [text for bead in beads for text in bead_chunks(bead.model_dump(), window)]
+    alone = None
+    if w.embedder is not None:
+        started = time.perf_counter()
+        for k in range(0, len(chunks), 32):
+            await w.embedder.embed(chunks[k : k + 32])
+        alone = Throughput(
+            f"embedder alone on their chunks ({window} tokens each)", len(chunks), time.perf_counter() - started, 0, []
+        )
+    started = time.perf_counter()
+    errors = 0
+    for k in range(0, len(beads), LONG_BATCH):
+        items = await w.client.create_beads(beads[k : k + LONG_BATCH], batch_size=LONG_BATCH)
+        errors += sum(1 for item in items if item.bead_id is None)
+        if progress is not None:
+            progress(f"ingest long beads: {min(k + LONG_BATCH, len(beads))}/{len(beads)}")
+    long = Throughput(
+        f"long beads ({LONG_WORDS} words, {len(chunks) / len(beads):.1f} chunks each; counted in chunks)",
+        len(chunks), time.perf_counter() - started, errors, [],
+    )
+    return [t for t in (alone, long) if t is not None]
+
+
 INGEST_BATCH = 64
 """Beads per create_beads request when the bench ingests."""
 INGEST_BATCHES_IN_FLIGHT = 3
@@ -1160,6 +1201,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
         w.embedder = service.ctx.embedder if config.in_process_hub else None
 
         ingest = await _ingest(w, say)
+        ingest += await _ingest_long(w, say)
         events, event_ids = await _publish_events(w, say)
         ingest.append(events)
         if config.in_process_hub:
@@ -1508,8 +1550,14 @@ def ingest_ratio(report: BenchReport) -> str | None:
     beads = next((t for t in report.ingest if t.name.startswith("beads")), None)
     if alone is None or beads is None or not alone.per_second > 0:
         return None
-    return (f"ingest {beads.per_second:,.0f} beads/s = {beads.per_second / alone.per_second:.0%} of the "
+    line = (f"ingest {beads.per_second:,.0f} beads/s = {beads.per_second / alone.per_second:.0%} of the "
             f"embedder alone ({alone.per_second:,.0f} texts/s)")
+    long = next((t for t in report.ingest if t.name.startswith("long beads")), None)
+    chunks = next((t for t in report.ingest if t.name.startswith("embedder alone on their chunks")), None)
+    if long is not None and chunks is not None and chunks.per_second > 0:
+        line += (f"; long content {long.per_second:,.0f} chunks/s = {long.per_second / chunks.per_second:.0%} of the "
+                 f"embedder alone on the same chunks ({chunks.per_second:,.0f} chunks/s)")
+    return line
 
 
 def to_json(report: BenchReport) -> dict[str, Any]:
