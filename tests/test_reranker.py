@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,14 @@ async def _rerank(request: Request) -> JSONResponse:
     if "texts" in body:  # text-embeddings-inference
         return JSONResponse([{"index": i, "score": s} for i, s in enumerate(scores)])
     return JSONResponse({"results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]})
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    """A stack of this module's own: the hubs started here must be the only ones in its queue group (the
+    session's hub serves the session's stack, from another graph)."""
+    with EmbeddedStack(tmp_path_factory.mktemp("rerank")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
