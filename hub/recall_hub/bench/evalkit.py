@@ -7,13 +7,25 @@ import contextlib
 import random
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from recall_client import RecallClient
 
 BOOTSTRAP_RESAMPLES = 1000
+TITLE_MAX = 512
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``; stages are ``"ingest"`` and ``"query"``."""
+
+
+def turn_title(title: str, whole: str | None = None) -> tuple[str, str]:
+    """A conversation turn as a bead's ``(title, content)``: ``title`` cut at :data:`TITLE_MAX` characters and,
+    when it was cut, the whole turn (``whole``, else the title) as the content."""
+    if len(title) <= TITLE_MAX:
+        return title, ""
+    return title[: TITLE_MAX - 1] + "…", whole if whole is not None else title
 
 
 def new_body() -> str:

@@ -37,7 +37,15 @@ from typing import Any
 from recall_client import RecallClient
 from recall_schemas.requests import index_seq_key
 
-from recall_hub.bench.evalkit import BOOTSTRAP_RESAMPLES, connected, eval_hub, interval, new_body
+from recall_hub.bench.evalkit import (
+    BOOTSTRAP_RESAMPLES,
+    Progress,
+    connected,
+    eval_hub,
+    interval,
+    new_body,
+    turn_title,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +62,8 @@ MODE_OPTIONS: dict[str, dict[str, Any]] = {
 }
 LIMIT = 10
 HIT_AT = 5
-TITLE_MAX = 512
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _EVIDENCE = re.compile(r"^D:?(\d+):(\d+)$")
-
-Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``; stages are ``"ingest"`` and ``"query"``."""
-
 
 # --- the data ----------------------------------------------------------------------------------
 
@@ -191,10 +194,7 @@ async def _ingest_session(
     for turn in turns:
         client = clients[turn.speaker]
         session_id = sessions.setdefault(turn.speaker, f"s_{new_body()}")
-        title = turn.title()
-        content = ""
-        if len(title) > TITLE_MAX:
-            title, content = title[: TITLE_MAX - 1] + "…", title
+        title, content = turn_title(turn.title())
         if turn.caption:
             content = (content + "\n" if content else "") + f"[shares a photo: {turn.caption}]"
         bead = await client.create_bead(

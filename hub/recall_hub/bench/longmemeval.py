@@ -25,7 +25,7 @@ import json
 import logging
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +34,15 @@ from typing import Any
 from recall_client import RecallClient
 from recall_schemas.requests import index_seq_key
 
-from recall_hub.bench.evalkit import BOOTSTRAP_RESAMPLES, connected, eval_hub, interval, new_body
+from recall_hub.bench.evalkit import (
+    BOOTSTRAP_RESAMPLES,
+    Progress,
+    connected,
+    eval_hub,
+    interval,
+    new_body,
+    turn_title,
+)
 from recall_hub.bench.locomo import MODE_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -42,12 +50,7 @@ log = logging.getLogger(__name__)
 MODES: tuple[str, ...] = ("keyword", "vector", "hybrid", "hybrid+priors")
 HITS = 50
 """Hits asked for: enough to rank ten sessions."""
-TITLE_MAX = 512
 _DATE_FORMAT = "%Y/%m/%d (%a) %H:%M"
-
-Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``; stages are ``"ingest"`` and ``"query"``."""
-
 
 # --- the data ----------------------------------------------------------------------------------
 
@@ -185,9 +188,7 @@ async def ingest(nats_url: str, item: Item, concurrency: int = 4) -> Ingested:
 
 
 def _bead(turn: Turn, hub_session: str, group_id: str, date: datetime | None) -> dict[str, Any]:
-    title, content = turn.title(), ""
-    if len(title) > TITLE_MAX:
-        title, content = title[: TITLE_MAX - 1] + "…", turn.text
+    title, content = turn_title(turn.title(), turn.text)
     metadata: dict[str, Any] = {"session": turn.session, "turn": turn.index}
     bead: dict[str, Any] = {
         "title": title, "content": content, "bead_type": "observation", "session_id": hub_session,
