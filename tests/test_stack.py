@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,3 +85,42 @@ def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_err
         accepting.join()
         for connection in held:
             connection.close()
+
+
+def test_a_server_is_terminated_when_the_process_that_started_it_dies(tmp_path: Path) -> None:
+    """Servers are started through a launcher that asks Linux to signal them when their parent dies (and
+    never run Python between fork and exec in a process with threads, where that can deadlock)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from recall_hub.tooling.stack import spawn_server\n"
+         "server = spawn_server(['sleep', '600'], open(sys.argv[1], 'ab'))\n"
+         "print(server.pid, flush=True); time.sleep(600)", str(tmp_path / "server.log")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert parent.stdout is not None
+        server_pid = int(parent.stdout.readline())
+        _wait("the launcher became the server", lambda: _command(server_pid) == ["sleep", "600"])
+    finally:
+        parent.kill()
+        parent.wait()
+    _wait("the server ended with the process that started it", lambda: not _running(server_pid))
+
+
+def _wait(what: str, check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _command(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().rstrip("\0").split("\0")
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -85,6 +85,8 @@ from recall_hub.tokens import count_tokens
 log = logging.getLogger(__name__)
 
 _AI_ID = re.compile(AI_ID_PATTERN)
+IN_FLIGHT_AT_STOP_S = 30.0
+"""How long a stopping hub waits for the requests it is serving before it cancels them."""
 ERROR_STATUS = {code.value: str(status) for code, status in HTTP_STATUS.items()}
 """The Nats-Service-Error code of each error (the codes of :data:`recall_schemas.HTTP_STATUS`)."""
 
@@ -705,8 +707,14 @@ class HubService:
         self.serving = False
         if self._service is not None:
             await self._service.stop()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:  # requests in flight are answered; one that cannot finish does not hold the shutdown
+            _, stuck = await asyncio.wait(set(self._tasks), timeout=IN_FLIGHT_AT_STOP_S)
+            for task in stuck:
+                task.cancel()
+            if stuck:
+                log.warning("%d requests still running %.0f s into the shutdown were cancelled", len(stuck),
+                            IN_FLIGHT_AT_STOP_S)
+                await asyncio.wait(stuck, timeout=IN_FLIGHT_AT_STOP_S)
 
 
 def _describe(exc: RecallError) -> str:

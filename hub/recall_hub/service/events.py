@@ -119,13 +119,27 @@ def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
     return events, dead_letters
 
 
+STREAM_SETUP_ATTEMPTS = 20
+
+
 async def ensure_streams(js: JetStreamContext, settings: HubSettings) -> None:
-    """Create the streams, or bring existing ones to the configured limits."""
+    """Create the streams, or bring existing ones to the configured limits.
+
+    Hubs starting together race: a stream another hub is creating in a cluster already refuses a second
+    create ("in use") but is not found by an update until the cluster has placed it, so that is tried again."""
     for config in stream_configs(settings):
-        try:
-            await js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            await js.update_stream(config)
+        for attempt in range(STREAM_SETUP_ATTEMPTS):
+            try:
+                await js.add_stream(config)
+                break
+            except nats.js.errors.BadRequestError:
+                try:
+                    await js.update_stream(config)
+                    break
+                except nats.js.errors.NotFoundError:
+                    if attempt == STREAM_SETUP_ATTEMPTS - 1:
+                        raise
+                    await asyncio.sleep(0.05 * (attempt + 1))
 
 
 def consumer_config(settings: HubSettings) -> ConsumerConfig:

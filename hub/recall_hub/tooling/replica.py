@@ -15,10 +15,10 @@ import redis
 
 from recall_hub.tooling.stack import (
     StackError,
-    _die_with_parent,
     _wait_for_redis,
     free_port,
     redis_binaries,
+    spawn_server,
 )
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class RedisNode:
             "--appendonly", "yes" if self.appendonly else "no", "--save", "", "--protected-mode", "no",
             # A replica's full sync starts at once, not after Redis's default 5 s wait for more replicas.
             "--repl-diskless-sync-delay", "0",
-            "--loadmodule", module,
+            "--loadmodule", module, "CMD_INFO", "no",  # no query telemetry: it would keep bead text (the stack's)
         ]
         if self.replica_of is not None:
             cmd += ["--replicaof", self.replica_of.host, str(self.replica_of.port)]
@@ -63,10 +63,7 @@ class RedisNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port(self.host)
         self._log = open(self.data_dir / "redis-server.log", "ab")
-        self._proc = subprocess.Popen(
-            self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
+        self._proc = spawn_server(self.command(), self._log)
         _wait_for_redis(self.host, self.port, self._proc, timeout)
         log.info("redis-server on %s (%s)", self.url, "replica" if self.replica_of else "primary")
         return self

