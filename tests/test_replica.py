@@ -292,6 +292,26 @@ async def test_a_dead_primary_fails_writes_as_unavailable_and_promotion_keeps_ev
                 await again.close()
 
 
+async def test_a_forgotten_beads_text_leaves_the_replicas_files_too(healthy: Healthy) -> None:
+    """A replica keeps files of its own: the erasure after a forget rewrites them as well as the primary's."""
+    pair = healthy.pair
+    for node in (pair.primary, pair.replica):  # so that a search of the files' bytes is a real search
+        node.client().config_set("rdbcompression", "no")
+    secret = f"replica-secret-{secrets.token_hex(12)}"
+
+    def on_disk(node: RedisNode) -> bool:
+        return any(secret.encode() in path.read_bytes() for path in node.data_dir.rglob("*") if path.is_file())
+
+    async with clients(pair.nats_url, 1) as (me,):
+        bead = await me.create_bead(f"deploy token {secret}", f"the token is {secret}")
+        await until("the text on both servers' disks", lambda: on_disk(pair.primary) and on_disk(pair.replica))
+        await me.forget_bead(bead.bead_id, "leaked")
+        await until(
+            "the text gone from both servers' files",
+            lambda: not on_disk(pair.primary) and not on_disk(pair.replica), within=60,
+        )
+
+
 def test_every_stale_read_is_an_operation_that_only_reads() -> None:
     from recall_hub.ops.dispatch import STALE_READS
     from recall_schemas import OPERATIONS

@@ -29,7 +29,7 @@ LOCK = "erasure"
 
 
 def erasure_store(ctx: HubContext) -> ErasureStore:
-    return ErasureStore(ctx.graph, ctx.redis, ctx.keys)
+    return ErasureStore(ctx.graph, ctx.redis, ctx.keys, ctx.vectors.replica)
 
 
 async def erase_forgotten(ctx: HubContext) -> int:

@@ -23,6 +23,7 @@ is done (:mod:`recall_hub.ops.erasure` works them off, retrying on failure).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -37,6 +38,7 @@ from redis.asyncio import Redis
 
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
+from recall_hub.store.replica import ReplicaRoute
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +105,12 @@ def carries_snapshot(fields: dict[bytes, bytes], bead_ids: set[str]) -> bool:
 
 
 class ErasureStore:
-    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys) -> None:
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, replica: ReplicaRoute | None = None) -> None:
+        """``replica``: the keys' read replica, if any (the graph's is the graph store's own)."""
         self.graph = graph
         self.redis = redis
         self.keys = keys
+        self.replica = replica
         self._finish_rewrite = redis.register_script(_FINISH_REWRITE)
 
     # --- the record of erasures owed (tombstones) --------------------------------------------------
@@ -192,9 +196,12 @@ class ErasureStore:
         server = self.graph.server
         telemetry = f"telemetry{{{self.graph.graph_name}}}"  # FalkorDB's own key, outside the hub's namespace
         recording = bool(await server.delete(telemetry)) or await self.graph.records_telemetry()
-        await server.execute_command("GRAPH.SLOWLOG", self.graph.graph_name, "RESET")  # type: ignore[no-untyped-call]
         for client in self._servers():
             await client.slowlog_reset()
+            with contextlib.suppress(redis.exceptions.ResponseError):  # a server without FalkorDB, or no such graph
+                await client.execute_command(  # type: ignore[no-untyped-call]
+                    "GRAPH.SLOWLOG", self.graph.graph_name, "RESET"
+                )
         return recording
 
     # --- the files on disk -----------------------------------------------------------------------------
@@ -206,8 +213,13 @@ class ErasureStore:
             await _compact(client, timeout_s)
 
     def _servers(self) -> list[Redis]:
-        graph_server = self.graph.server
-        return [graph_server] if _same_server(graph_server, self.redis) else [graph_server, self.redis]
+        """Every server holding the graph or the keys, read replicas included (each keeps files of its own)."""
+        found: list[Redis] = []
+        replicas = [route.replica for route in (self.graph.replica, self.replica) if route is not None]
+        for client in (self.graph.server, self.redis, *replicas):
+            if not any(_same_server(client, known) for known in found):
+                found.append(client)
+        return found
 
 
 async def _compact(client: Redis, timeout_s: float) -> None:
