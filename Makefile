@@ -9,8 +9,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+## setuptools warns of every editable install in a banner (a folder named like the package could shadow it;
+## none here does): silenced, so the first screen shows only what matters.
 install: $(BIN)/python
-	$(BIN)/python -m pip install -q -e ./schemas -e './clients[mcp]' -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation" \
+		$(BIN)/python -m pip install -q -e ./schemas -e './clients[mcp]' -e '.[test]'
 
 ## Start the embedded stack (nats-server + redis/FalkorDB + hub) with NATS auth from the example roster,
 ## run the demo and the coordination scenario, keep serving until Ctrl-C.
