@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import gc
 import inspect
-import os
 import secrets
 import time
 import warnings
@@ -129,9 +128,6 @@ async def secure_hub_on(stack: EmbeddedStack, bundle: AuthBundle, graph_prefix: 
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
-
-
-os.environ.setdefault("RECALL_TESTING", "1")
 
 
 async def until(what: str, check: Callable[[], object], within: float = 60.0) -> None:

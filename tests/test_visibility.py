@@ -27,7 +27,7 @@ from conftest import ClientFactory, new_ai
 from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.store.records import content_hash
-from recall_hub.timeutil import to_ms
+from recall_hub.timeutil import DAY_MS, to_ms
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
     BeadStatus,
@@ -47,7 +47,6 @@ from recall_schemas import (
 ROLES = ("creator", "member", "non_member", "ex_member")
 VISIBILITIES = (Visibility.PRIVATE, Visibility.GROUP, Visibility.GLOBAL)
 MATRIX = [pytest.param(vis, role, id=f"{vis.value}-{role}") for vis in VISIBILITIES for role in ROLES]
-DAY_MS = 86_400_000
 
 
 # --- the rules, written from the design -------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+DAY_MS = 86_400_000
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000

@@ -50,13 +50,6 @@ def event_subject(publisher: str, kind: str) -> str:
     return f"{EVENT_ROOT}.{publisher}.{kind}"
 
 
-def event_publisher_of(subject: str) -> str:
-    parts = subject.split(".")
-    if len(parts) < 6 or ".".join(parts[:3]) != EVENT_ROOT:
-        raise ValueError(f"not an event subject: {subject!r}")
-    return parts[3]
-
-
 def notify_subject(ai_id: str) -> str:
     """An identity's own notification subject (change feed, handoff briefs)."""
     return f"{NOTIFY_ROOT}.{ai_id}"

@@ -15,17 +15,13 @@ class QueryVectors:
         self.embedder = embedder
         self.size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
 
     async def vector(self, text: str) -> np.ndarray:
         """The query's embedding (raises :class:`EmbedderError` like the embedder)."""
         cached = self._cache.get(text)
         if cached is not None:
             self._cache.move_to_end(text)
-            self.hits += 1
             return cached
-        self.misses += 1
         vector: np.ndarray = np.asarray((await self.embedder.embed_queries([text]))[0])
         vector.setflags(write=False)  # shared by every search that asks again
         self._cache[text] = vector

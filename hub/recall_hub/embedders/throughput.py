@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from recall_hub.embedders.base import Embedder
 
@@ -21,9 +21,6 @@ class EmbedThroughput:
     single_p99_ms: float = 0.0
     batch_size: int = 0
     model_id: str = ""
-
-    def as_dict(self) -> dict[str, float | int | str]:
-        return asdict(self)
 
 
 async def measure(embedder: Embedder, texts: Sequence[str], batch_size: int = 32) -> EmbedThroughput:

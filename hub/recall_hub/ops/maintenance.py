@@ -17,10 +17,7 @@ from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.store.records import bead_from_props
 from recall_hub.store.vectors import caller_scopes
-from recall_hub.timeutil import now_ms
-
-DAY_MS = 86_400_000
-
+from recall_hub.timeutil import DAY_MS, now_ms
 
 MAX_DEDUP_SCAN = 5000
 

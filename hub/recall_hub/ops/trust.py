@@ -30,11 +30,10 @@ from recall_hub.ops.groups import role_in
 from recall_hub.ops.listing import cursor_after
 from recall_hub.store.records import bead_from_props
 from recall_hub.store.trust import WEAK_PROVENANCE, TrustStore, source_ids_of
-from recall_hub.timeutil import now_ms
+from recall_hub.timeutil import DAY_MS, now_ms
 
 log = logging.getLogger(__name__)
 
-DAY_MS = 86_400_000
 STALE_PAGE = 200
 """Candidates read per query while looking for stale beads."""
 STALE_EXAMINED_MAX = 5_000

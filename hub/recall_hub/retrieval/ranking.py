@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from recall_hub.timeutil import DAY_MS
+
 RRF_K = 60
 KEYWORD_WEIGHT = 0.7
 VECTOR_WEIGHT = 0.3
@@ -45,7 +47,6 @@ WEIGHTS = {"importance": 0.35, "recency": 0.2, "provenance": 0.15, "demotion": 0
 FULL_TRUST = 3
 """Verifications beyond this many add nothing: the boost is bounded (at most ×1.5**0.1, about 4%)."""
 PROVENANCE_SIGNAL = {"observed": 1.0, "authored": 0.5, "recorded": 0.0, "derived": -0.5}
-DAY_MS = 86_400_000
 
 
 @dataclass

@@ -7,26 +7,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from falkordb import Edge, Node
+from falkordb import Edge
 from recall_schemas import MemoryBead, Relationship, RelationshipProperties, RelType
 
 from recall_hub.store.trust_marks import trust_marks_of
 from recall_hub.timeutil import from_ms
-
-BEAD_FIELDS = (
-    "bead_id title content content_hash bead_type importance tags created_at updated_at accessed_at "
-    "created_by session_id subsession_id group_id visibility status provenance corroborated_by version"
-).split()
 
 
 def content_hash(content: str) -> str:
     """sha256 of the content with whitespace collapsed and case folded."""
     normalised = " ".join(content.split()).casefold()
     return hashlib.sha256(normalised.encode()).hexdigest()
-
-
-def bead_from_node(node: Node) -> MemoryBead:
-    return bead_from_props(node.properties)
 
 
 def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
