@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from importlib.metadata import version
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -66,3 +67,10 @@ async def test_srv_stats_count_real_processing_time_and_errors(raw: NATS, connec
     assert 3 * 100_000 <= get_ns <= waited * 1e9, (get_ns, waited)
     assert 1_000_000 <= create_ns <= created_in * 1e9, (create_ns, created_in)
     assert get["average_processing_time"] == get["processing_time"] // get["num_requests"]
+
+
+async def test_srv_info_reports_the_installed_package_version(raw: NATS) -> None:
+    msg = await raw.request(f"$SRV.INFO.{SERVICE_NAME}", b"", timeout=10)
+    info = json.loads(msg.data)
+    assert info["version"] == version("nexus-recall")
+    assert {e["name"] for e in info["endpoints"]} >= {"get_bead", "create_bead", "search_beads"}

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 import uuid
+from importlib.metadata import version as package_version
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -512,14 +513,15 @@ class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
     def __init__(
-        self, ctx: HubContext, nc: NATS, version: str = "0.1.0", metrics: HubMetrics | None = None,
+        self, ctx: HubContext, nc: NATS, version: str | None = None, metrics: HubMetrics | None = None,
         ingest: NATS | None = None,
     ) -> None:
         self.ctx = ctx
         self.nc = nc
         self.ingest = ingest or nc
         """The connection of :data:`INGEST_OPERATIONS` (the main one unless given)."""
-        self.version = version
+        self.version = version or package_version("nexus-recall")
+        """What ``$SRV.INFO`` reports: the installed package's version unless given."""
         self._service: Service | None = None
         settings = ctx.settings
         self.metrics = metrics if metrics is not None else HubMetrics()
