@@ -411,7 +411,7 @@ def test_bulk_writes_are_served_on_the_ingest_connection_and_everything_else_on_
     assert bulky <= INGEST_OPERATIONS, bulky - INGEST_OPERATIONS
     assert hub_service.ingest is not hub_service.nc
     for name, endpoint in hub_service.endpoints.items():
-        assert endpoint.client is (hub_service.ingest if name in INGEST_OPERATIONS else hub_service.nc), name
+        assert endpoint.nc is (hub_service.ingest if name in INGEST_OPERATIONS else hub_service.nc), name
 
 
 def _fields(model: type[BaseModel], seen: frozenset[type[BaseModel]] = frozenset()) -> list[FieldInfo]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from importlib.metadata import version
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 from typing import Any
 
 import nats
@@ -74,3 +74,16 @@ async def test_srv_info_reports_the_installed_package_version(raw: NATS) -> None
     info = json.loads(msg.data)
     assert info["version"] == version("nexus-recall")
     assert {e["name"] for e in info["endpoints"]} >= {"get_bead", "create_bead", "search_beads"}
+
+
+async def test_each_hub_process_answers_the_micro_protocol_on_every_level_of_subject(raw: NATS) -> None:
+    ping = json.loads((await raw.request(f"$SRV.PING.{SERVICE_NAME}", b"", timeout=10)).data)
+    assert ping["type"] == "io.nats.micro.v1.ping_response"
+    assert ping["name"] == SERVICE_NAME and ping["version"] == version("nexus-recall")
+    for verb, kind in (("PING", "ping"), ("INFO", "info"), ("STATS", "stats")):
+        for subject in (f"$SRV.{verb}", f"$SRV.{verb}.{SERVICE_NAME}.{ping['id']}"):
+            answer = json.loads((await raw.request(subject, b"", timeout=10)).data)
+            assert answer["type"] == f"io.nats.micro.v1.{kind}_response", subject
+            assert answer["name"] == SERVICE_NAME, subject
+        addressed = json.loads((await raw.request(f"$SRV.{verb}.{SERVICE_NAME}.{ping['id']}", b"", timeout=10)).data)
+        assert addressed["id"] == ping["id"]

@@ -23,16 +23,13 @@ import logging
 import re
 import time
 import uuid
-from importlib.metadata import version as package_version
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as package_version
 from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.micro import add_service
-from nats.micro.request import Request
-from nats.micro.service import Endpoint, EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel, ValidationError
 from recall_schemas import (
     HTTP_STATUS,
@@ -77,6 +74,7 @@ from recall_hub.ops.trust import cut_stale
 from recall_hub.retrieval.freshness import reading_after
 from recall_hub.retrieval.search import KEYWORD_READERS, render
 from recall_hub.service.metrics import HubMetrics
+from recall_hub.service.micro import Endpoint, Service
 from recall_hub.service.tracing import Tracing
 from recall_hub.store.audit import bead_ids_of
 from recall_hub.store.index_log import ZERO
@@ -461,54 +459,6 @@ of the event loop each), which would otherwise sit between every other request a
 _NO_WAIT = contextlib.nullcontext()
 
 
-class HubEndpoint(Endpoint):
-    """A ``nats.micro`` endpoint with the hub's subscription limits and honest statistics.
-
-    ``Endpoint`` subscribes with nats-py's defaults (512k messages / 128 MB pending per subscription) and
-    times only its handler, which here hands the request to a task in microseconds and never fails. This
-    one subscribes with ``endpoint_pending_msgs/bytes`` and is told, by :meth:`record`, when each request
-    was answered and whether with an error, so ``$SRV.STATS`` and the Prometheus metrics show real
-    processing times and errors.
-    """
-
-    def __init__(
-        self, service: Service, config: EndpointConfig, pending_msgs: int, pending_bytes: int, metrics: HubMetrics,
-        client: NATS,
-    ) -> None:
-        super().__init__(service, config)
-        self.pending_msgs = pending_msgs
-        self.pending_bytes = pending_bytes
-        self.metrics = metrics
-        self.client = client
-        """The connection it subscribes on (the service's own, or the ingest connection)."""
-
-    async def _start(self) -> None:
-        assert not self._subscription
-        self._subscription = await self.client.subscribe(
-            subject=self._subject,
-            queue=self._queue_group,
-            cb=self._handle_request,
-            pending_msgs_limit=self.pending_msgs,
-            pending_bytes_limit=self.pending_bytes,
-        )
-
-    async def _handle_request(self, msg: Msg) -> None:
-        await self._handler(Request(msg))
-
-    def record(self, started_ns: int, error: str | None = None, code: str | None = None) -> None:
-        """One request answered (or dropped), ``started_ns`` (``perf_counter_ns``) after it arrived; on failure
-        ``error`` describes it (for ``$SRV.STATS``) and ``code`` names it (an error code, ``dropped`` or
-        ``reply_failed``)."""
-        elapsed_ns = time.perf_counter_ns() - started_ns
-        self._num_requests += 1
-        self._processing_time += elapsed_ns
-        self._average_processing_time = self._processing_time // self._num_requests
-        if error is not None:
-            self._num_errors += 1
-            self._last_error = error  # type: ignore[assignment]
-        self.metrics.request_done(self._name, elapsed_ns / 1e9, code if error is not None else None)
-
-
 class HubService:
     """Runs the endpoints of one hub process on a NATS connection."""
 
@@ -534,7 +484,7 @@ class HubService:
         self._slots = asyncio.Semaphore(settings.max_concurrency)
         self._bulk = asyncio.Semaphore(settings.bulk_max_running)
         self.limits = CallerLimits(settings.caller_max_running, settings.caller_max_requests, settings.caller_max_bytes)
-        self.endpoints: dict[str, HubEndpoint] = {}
+        self.endpoints: dict[str, Endpoint] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._private_inboxes = bool(settings.auth_required or settings.nats_creds or settings.nats_user)
         """Under NATS auth, answer only into the caller's own inbox (see :func:`reply_inbox_ok`)."""
@@ -556,46 +506,43 @@ class HubService:
 
     async def start(self) -> None:
         self.ctx.feed.notifier = self._notify
-        service = self._service = await add_service(
-            self.nc,
-            ServiceConfig(
-                name=SERVICE_NAME,
-                version=self.version,
-                description="Nexus Recall memory hub",
-                queue_group=HUB_QUEUE_GROUP,
-            ),
-        )
+        service = self._service = Service(self.nc, SERVICE_NAME, self.version, "Nexus Recall memory hub")
+        await service.start()
         settings = self.ctx.settings
         for op in OPERATIONS:
-            # What Service.add_endpoint does, with the hub's endpoint class.
-            config = EndpointConfig(
-                name=op, subject=endpoint_subject(op), handler=self._handler(op), queue_group=HUB_QUEUE_GROUP
-            )
-            endpoint = HubEndpoint(
-                service, config, settings.endpoint_pending_msgs, settings.endpoint_pending_bytes, self.metrics,
-                self.ingest if op in INGEST_OPERATIONS else self.nc,
-            )
+            endpoint = Endpoint(op, endpoint_subject(op), HUB_QUEUE_GROUP)
             self.endpoints[op] = endpoint
-            await endpoint._start()
-            service._endpoints.append(endpoint)
+            service.endpoints.append(endpoint)
+            await endpoint.listen(
+                self.ingest if op in INGEST_OPERATIONS else self.nc, self._handler(op),
+                settings.endpoint_pending_msgs, settings.endpoint_pending_bytes,
+            )
         self.serving = True
         log.info("hub serving %d operations on %s", len(OPERATIONS), endpoint_subject("<op>"))
 
-    def _handler(self, op: str) -> Callable[[Request], Awaitable[None]]:
-        async def on_request(request: Request) -> None:
+    def _record(self, op: str, started_ns: int, error: str | None = None, code: str | None = None) -> None:
+        """One request of ``op`` answered (or dropped), ``started_ns`` (``perf_counter_ns``) after it arrived; on
+        failure ``error`` describes it (for ``$SRV.STATS``) and ``code`` names it (an error code, ``dropped``
+        or ``reply_failed``)."""
+        elapsed_ns = time.perf_counter_ns() - started_ns
+        self.endpoints[op].record(elapsed_ns, error)
+        self.metrics.request_done(op, elapsed_ns / 1e9, code if error is not None else None)
+
+    def _handler(self, op: str) -> Callable[[Msg], Awaitable[None]]:
+        async def on_request(request: Msg) -> None:
             # NATS runs one subscription's callbacks one at a time, and a hub that stops reading its socket
             # is cut off by the server: decide at once, and leave the waiting and the work to a task.
             started = time.perf_counter_ns()
             endpoint = self.endpoints[op]
-            if self._private_inboxes and not reply_inbox_ok(request.subject, request._msg.reply):
+            if self._private_inboxes and not reply_inbox_ok(request.subject, request.reply):
                 log.warning(
                     "dropped %s on %s: reply subject %r is not the caller's inbox",
                     op,
                     request.subject,
-                    request._msg.reply,
+                    request.reply,
                 )
                 self.metrics.drop("foreign_inbox")
-                endpoint.record(started, "dropped: the reply subject is not the caller's inbox", "dropped")
+                self._record(op, started, "dropped: the reply subject is not the caller's inbox", "dropped")
                 return
             size = len(request.data)
             try:
@@ -608,9 +555,9 @@ class HubService:
                     )
                 admitted = self._admit(caller, size)
             except RecallError as exc:
-                endpoint.record(started, _describe(exc), exc.code.value)
+                self._record(op, started, _describe(exc), exc.code.value)
                 try:
-                    await _answer_error(request, exc)
+                    await _answer_error(endpoint, request, exc)
                 except Exception:
                     log.exception("could not reply to %s", op)
                 return
@@ -654,7 +601,7 @@ class HubService:
     async def _serve(
         self,
         op: str,
-        request: Request,
+        request: Msg,
         started: int,
         caller: str,
         admitted: _Caller,
@@ -680,18 +627,17 @@ class HubService:
                             body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:
                     error, code = _describe(exc), exc.code.value
-                    await _answer_error(request, exc)
+                    await _answer_error(self.endpoints[op], request, exc)
                     return
                 except Exception:
                     ref = uuid.uuid4().hex[:12]
                     log.exception("internal error %s in %s", ref, op)
                     internal = InternalError(f"internal error (ref {ref})", {"ref": ref})
                     error, code = _describe(internal), internal.code.value
-                    await _answer_error(request, internal)
+                    await _answer_error(self.endpoints[op], request, internal)
                     return
-                if request._msg.reply:
-                    seq = self.ctx.index_log.last_appended
-                    await request.respond(body, headers={INDEX_SEQ_HEADER: seq} if seq != ZERO else None)
+                seq = self.ctx.index_log.last_appended
+                await self.endpoints[op].respond(request, body, {INDEX_SEQ_HEADER: seq} if seq != ZERO else None)
             except Exception as failure:
                 log.exception("could not reply to %s", op)
                 error = error or f"reply failed: {type(failure).__name__}"
@@ -699,7 +645,7 @@ class HubService:
             finally:
                 self.limits.release(caller, admitted, size)
                 self.metrics.in_flight.labels(op).dec()
-                self.endpoints[op].record(started, error, code)
+                self._record(op, started, error, code)
                 span.finish(code)
                 if log.isEnabledFor(logging.DEBUG):
                     took_ms = (time.perf_counter_ns() - started) / 1e6
@@ -723,8 +669,9 @@ def _describe(exc: RecallError) -> str:
     return f"{ERROR_STATUS[exc.code.value]} {exc.code.value}: {exc.message}"[:500]
 
 
-async def _answer_error(request: Request, exc: RecallError) -> None:
-    if not request._msg.reply:  # nobody is waiting for it
+async def _answer_error(endpoint: Endpoint, request: Msg, exc: RecallError) -> None:
+    if not request.reply:  # nobody is waiting for it
         return
     reply: ErrorReply = exc.to_reply()
-    await request.respond_error(ERROR_STATUS[exc.code.value], exc.code.value, reply.model_dump_json().encode())
+    body = reply.model_dump_json().encode()
+    await endpoint.respond_error(request, ERROR_STATUS[exc.code.value], exc.code.value, body)

@@ -22,6 +22,34 @@ from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
+
+def params_header(params: dict[str, Any]) -> str:
+    """The ``CYPHER name=value …`` header that carries a query's parameters (as FalkorDB's own client writes it,
+    owned here so that the compact read path does not lean on the client's private method)."""
+    return "CYPHER " + "".join(f"`{_identifier(name)}`={cypher_literal(value)} " for name, value in params.items())
+
+
+def cypher_literal(value: Any) -> str:
+    """A parameter value as a Cypher literal: strings quoted and escaped, maps with backticked keys."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(cypher_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"`{_identifier(key)}`:{cypher_literal(item)}" for key, item in value.items()) + "}"
+    return str(value)
+
+
+def _identifier(name: Any) -> str:
+    text = str(name)
+    if not text or "`" in text:  # FalkorDB's header parser has no escape for a backtick
+        raise InvalidRequest(f"not a usable parameter or key name: {text!r}")
+    return text
+
 INDEXES = [
     "CREATE INDEX FOR (b:Bead) ON (b.bead_id)",
     "CREATE INDEX FOR (b:Bead) ON (b.idem)",
@@ -132,7 +160,7 @@ class GraphStore:
         or edges: return ``properties(b)``); its rows, read by :func:`compact_value` without the FalkorDB client's
         coroutine per value (20 beads as property maps: about a third less time than as nodes)."""
         _reject_nul(params)
-        query = self.graph._build_params_header(params or {}) + cypher
+        query = params_header(params or {}) + cypher
         if not read_only:
             self._note_write()
             return await self._values(self.graph, "GRAPH.QUERY", query)
