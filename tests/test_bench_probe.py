@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recall_hub.bench.run import HubProbe
+from recall_hub.bench.probes import HubProbe
 from recall_hub.context import HubContext
 
 
@@ -12,6 +12,7 @@ async def test_a_detached_probe_leaves_every_store_call_working(hub: HubContext)
     probe = HubProbe.attach(hub)
     assert (await hub.graph.ro_query("RETURN 1"))[0][0] == 1
     assert probe.ns["graph"] > 0 and probe.ns["graph_rt"] > 0 and probe.queries == 1
+    assert probe.ns["falkordb"] > 0  # the execution time FalkorDB reported
     probe.detach()
     assert vars(graph) == own_before  # what the client held itself (its bound execute_command) is back
     assert (await hub.graph.ro_query("RETURN 2"))[0][0] == 2

@@ -32,7 +32,6 @@ from conftest import until
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
-from recall_hub.service import endpoints as transport
 from recall_hub.service.endpoints import HubService
 from recall_hub.tooling import auth
 from recall_hub.tooling.auth import (
@@ -286,9 +285,6 @@ async def test_agent_cannot_subscribe_to_another_agents_notifications(bus: Conne
     assert stolen == [], "A received B's notifications"
 
 
-@pytest.mark.skipif(
-    not hasattr(transport, "reply_inbox_ok"), reason="pending hub patch: answer only into the caller's inbox"
-)
 async def test_hub_answers_only_into_the_callers_own_inbox(bus: Connect, bundle: AuthBundle) -> None:
     # The hub's response permission would let it answer any reply subject a requester names; A names one in
     # B's inbox, which B (legitimately) listens on.

@@ -35,7 +35,7 @@ from recall_client import RecallClient
 from recall_schemas import RecallError, new_id
 from recall_schemas.subjects import EVENTS_STREAM
 
-from recall_hub.bench.run import percentile
+from recall_hub.bench.stats import percentile
 from recall_hub.tooling.stack import EmbeddedStack
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from recall_client import RecallClient
 from recall_schemas import RecallError
 from recall_schemas.subjects import inbox_prefix, request_subject
 
-from recall_hub.bench.run import percentile
+from recall_hub.bench.stats import percentile
 from recall_hub.tooling.stack import EmbeddedStack, free_port
 
 VICTIM, FLOODER = "a_victim01", "a_flooder01"

@@ -16,6 +16,7 @@ from typing import cast
 
 from recall_schemas import BeadFilters
 
+from recall_hub.bench.corpus import english_words
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.index_log import IndexLog
 from recall_hub.store.keyword_index import KeywordIndex
@@ -36,9 +37,7 @@ class KeywordRow:
 
 
 async def run_keyword_study(sizes: list[int], queries: int = 500, seed: int = 7) -> list[KeywordRow]:
-    from recall_hub.bench.run import _english_words
-
-    words = _english_words()[150:6150] or [f"w{i}" for i in range(6000)]
+    words = english_words()[150:6150] or [f"w{i}" for i in range(6000)]
     weights = [1.0 / (rank + 1) for rank in range(len(words))]
     rows = []
     for size in sizes:
