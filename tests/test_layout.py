@@ -450,3 +450,36 @@ def test_the_repository_stands_on_its_own() -> None:
         if OUTSIDE_REFERENCES.search(line) and "OUTSIDE_REFERENCES" not in line
     ]
     assert offenders == []
+
+
+def _map_rows() -> dict[str, str]:
+    """docs/architecture.md's map: part -> its "may import" cell."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## The map", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            rows[cells[0].strip("`").rstrip("/")] = cells[2]
+    return rows
+
+
+def _described(rule: Rule) -> tuple[set[str], set[str]]:
+    """What the map should say of a part: the parts of the hub it may import, and what else it may reach."""
+    parts = set(rule.imports) - set(HELPERS)
+    hub = {"anything"} if "*" in parts else parts or {"nothing of the hub"}
+    reach = ({"bus"} if rule.bus else set()) | ({"Cypher"} if rule.cypher else set())
+    reach |= {"stores"} if rule.store_clients == STORE_CLIENTS else set(rule.store_clients)
+    return hub, reach
+
+
+def _cell(cell: str) -> tuple[set[str], set[str]]:
+    hub, _, reach = cell.partition(";")
+    return {p.strip() for p in hub.split(",")}, {p.strip() for p in reach.split(",") if p.strip()}
+
+
+def test_the_map_in_the_architecture_doc_says_what_the_rules_enforce() -> None:
+    rows = _map_rows()
+    assert set(rows) == set(RULES), "docs/architecture.md's map and RULES name different parts"
+    for part, rule in RULES.items():
+        assert _cell(rows[part]) == _described(rule), part
