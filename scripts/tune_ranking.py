@@ -41,20 +41,9 @@ RANKING = "recall_hub.retrieval.ranking"
 SEARCH = "recall_hub.retrieval.search"
 VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
-    **{
-        f"pool.{w}.{d}": {f"{RANKING}.POOL_WEIGHT": w, f"{RANKING}.POOL_DEPTH": d}
-        for w in (0.1, 0.2, 0.35, 0.5) for d in (1, 2, 3)
-    },
-    **{
-        f"episode.{w}.{d}": {f"{RANKING}.POOL_WEIGHT": w, f"{RANKING}.POOL_DEPTH": d, f"{RANKING}.POOL_BY": "episode"}
-        for w in (0.2, 0.35, 0.5) for d in (2, 3)
-    },
-    **{
-        f"feedback.{w}.{n}": {f"{SEARCH}.FEEDBACK_WEIGHT": w, f"{SEARCH}.FEEDBACK_BEADS": n}
-        for w in (0.3, 0.6, 1.0) for n in (3, 5)
-    },
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.2, 0.6)},
     **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}} for k in (0.5, 0.6, 0.8)},
+    **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 100)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
 
@@ -136,9 +125,10 @@ def metric_rows(result: dict[str, dict[str, list[float]]], keys: dict[str, list[
 
 def objective(result: dict[str, dict[str, list[float]]], keys: dict[str, list[str]]) -> float:
     """The two sets weigh the same: the mean of each set's metrics, averaged."""
-    rows = {m: statistics.fmean(v) if v else 0.0 for m, v in metric_rows(result, keys).items()}
+    rows = {m: statistics.fmean(v) for m, v in metric_rows(result, keys).items() if v}
     return statistics.fmean(
-        statistics.fmean(value for m, value in rows.items() if m.startswith(prefix)) for prefix in ("locomo", "lme")
+        statistics.fmean(value for m, value in rows.items() if m.startswith(prefix))
+        for prefix in ("locomo", "lme") if any(m.startswith(prefix) for m in rows)
     )
 
 
@@ -167,12 +157,13 @@ def folds(keys: dict[str, list[str]], k: int, seed: int = 0) -> list[dict[str, l
 def report(results: dict[str, dict[str, dict[str, list[float]]]], k: int) -> str:
     base = results["base"]
     keys = {"locomo": sorted(base["locomo"]), "lme": sorted(base["lme"])}
-    lines = [f"{'variant':<28}" + "".join(f"{m:>30}" for m in METRICS)]
     base_rows = metric_rows(base, keys)
+    metrics = [m for m in METRICS if base_rows[m]]
+    lines = [f"{'variant':<28}" + "".join(f"{m:>30}" for m in metrics)]
     for name, result in results.items():
         rows = metric_rows(result, keys)
         cells = []
-        for m in METRICS:
+        for m in metrics:
             mean = statistics.fmean(rows[m])
             if name == "base":
                 cells.append(f"{mean:.3f}")
@@ -191,7 +182,7 @@ def report(results: dict[str, dict[str, dict[str, list[float]]]], k: int) -> str
                 pooled[s][key] = results[best][s][key]
     cv = metric_rows(pooled, keys)
     lines += ["", f"cross-validated ({k} folds; chosen per fold: {', '.join(chosen)}):"]
-    for m in METRICS:
+    for m in metrics:
         lo, hi = paired_interval(base_rows[m], cv[m])
         lines.append(f"  {m:<16} base {statistics.fmean(base_rows[m]):.3f}  cv {statistics.fmean(cv[m]):.3f} "
                      f"(paired difference [{lo:+.3f}, {hi:+.3f}])")
@@ -208,28 +199,42 @@ async def main() -> None:
     parser.add_argument("--lme-questions", type=int, default=None,
                         help="a stratified subset of LongMemEval (the first N of each type in turn); all by default")
     parser.add_argument("--rerun", action="store_true", help="ask again for variants already asked")
+    parser.add_argument("--setting", action="append", default=[], metavar="MODULE.ATTRIBUTE=JSON",
+                        help="set for the whole run, before the hub starts (what the index is built with); "
+                             "the results are named <variant>+<--tag>")
+    parser.add_argument("--tag", default="", help="appended to each variant's name (with --setting)")
     args = parser.parse_args()
+    settings = {dotted: json.loads(value) for dotted, value in (s.split("=", 1) for s in args.setting)}
+    suffix = f"+{args.tag}" if args.tag else ""
     convs = locomo.load_locomo(args.locomo, 10)
     items = longmemeval.load_longmemeval(args.longmemeval, args.lme_questions)
     results_dir = args.work_dir / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     state_file = args.work_dir / "ingested.json"
-    async with eval_hub(None, None, None, GRAPH, args.work_dir / "stack") as target:
-        started = time.perf_counter()
-        state = await ingest_missing(target.nats_url, state_file, convs, items)
-        print(f"ingest: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        for name in args.variants.split(","):
-            path = results_dir / f"{name}.json"
-            if path.exists() and not args.rerun:
-                continue
-            started = time.perf_counter()
-            with applied(VARIANTS[name]):
-                result = await ask_all(target.nats_url, state, convs, items)
-            path.write_text(json.dumps(result))
-            print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    with applied(settings):
+        async with eval_hub(None, None, None, GRAPH, args.work_dir / "stack") as target:
+            await run_variants(target.nats_url, args, state_file, results_dir, suffix, convs, items)
     results = {p.stem: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))}
     results = {"base": results.pop("base"), **results}
     print(report(results, args.folds))
+
+
+async def run_variants(
+    url: str, args: argparse.Namespace, state_file: Path, results_dir: Path, suffix: str,
+    convs: list[locomo.Conversation], items: list[longmemeval.Item],
+) -> None:
+    started = time.perf_counter()
+    state = await ingest_missing(url, state_file, convs, items)
+    print(f"ingest: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    for name in args.variants.split(","):
+        path = results_dir / f"{name}{suffix}.json"
+        if path.exists() and not args.rerun:
+            continue
+        started = time.perf_counter()
+        with applied(VARIANTS[name]):
+            result = await ask_all(url, state, convs, items)
+        path.write_text(json.dumps(result))
+        print(f"{name}{suffix}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

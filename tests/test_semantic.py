@@ -8,7 +8,7 @@ import pytest
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
 from recall_hub.ops.indexing import index_beads, reindex, repair
-from recall_hub.retrieval.ranking import PRIOR_FACTOR, Fused, pool_threads, prior
+from recall_hub.retrieval.ranking import PRIOR_FACTOR, prior
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import now_ms
 from recall_schemas import (
@@ -179,22 +179,6 @@ def test_priors_are_bounded_jointly() -> None:
     assert 1.0 < high <= PRIOR_FACTOR
     assert 1 / PRIOR_FACTOR <= low < 1.0
     assert notes
-
-
-def test_matching_beads_of_one_session_lift_each_other_and_a_lone_match_stays() -> None:
-    fused = {b: Fused(b, relevance) for b, relevance in
-             [("lone", 0.60), ("a1", 0.55), ("a2", 0.30), ("a3", 0.20), ("a4", 0.10), ("free", 0.50)]}
-    sessions = {"lone": "s_other", "a1": "s_a", "a2": "s_a", "a3": "s_a", "a4": "s_a"}  # "free": no session
-    pool_threads(fused, sessions, weight=0.5, depth=2)
-    lifted = {b: e.relevance for b, e in fused.items()}
-    assert lifted["lone"] == 0.60 and lifted["free"] == 0.50  # nothing of theirs to pool
-    assert lifted["a1"] == 0.55 + 0.5 * (0.30 + 0.20)  # its two best others, no more
-    assert lifted["a4"] == 0.10 + 0.5 * (0.55 + 0.30)
-    assert lifted["a1"] > lifted["lone"]
-    assert any("session" in note for note in fused["a1"].notes)
-    unchanged = {b: Fused(b, 0.4) for b in ("x", "y")}
-    pool_threads(unchanged, {"x": "s", "y": "s"}, weight=0.0)
-    assert [e.relevance for e in unchanged.values()] == [0.4, 0.4]
 
 
 async def test_find_similar_respects_threshold_and_visibility(connect):

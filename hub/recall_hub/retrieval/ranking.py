@@ -33,12 +33,6 @@ KEYWORD_WEIGHT = 0.7
 VECTOR_WEIGHT = 0.3
 LIST_WEIGHTS = {"keyword": KEYWORD_WEIGHT, "vector": VECTOR_WEIGHT}
 CONTEXT_WEIGHT = 0.4
-POOL_WEIGHT = 0.0
-"""Evidence pooled by thread (:func:`pool_threads`): off until chosen on both dev sets."""
-POOL_DEPTH = 2
-POOL_BY = "session"
-"""What a thread is: ``"session"`` (a hub session) or ``"episode"`` (beads of one scope said to have happened
-at the same moment, else the hub session)."""
 MIN_SPREAD = 0.1
 """Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
 PRIOR_FACTOR = 1.5
@@ -122,32 +116,6 @@ def add_context(
             entry.context = weight * best
             entry.context_from = via
             entry.relevance += entry.context
-
-
-def pool_threads(
-    fused: Mapping[str, Fused], thread_of: Mapping[str, str], weight: float = 0.0, depth: int = 2
-) -> None:
-    """Raise each bead by ``weight`` times the sum of the ``depth`` best relevances among the other candidates
-    of its thread (its hub session): a session several of whose turns match is likelier the one asked about
-    than a lone turn that matches as well. Uses the relevance before pooling, so the order does not matter."""
-    if weight <= 0 or depth <= 0:
-        return
-    by_thread: dict[str, list[tuple[float, str]]] = {}
-    for bead_id, entry in fused.items():
-        thread = thread_of.get(bead_id)
-        if thread is not None:
-            by_thread.setdefault(thread, []).append((entry.relevance, bead_id))
-    for members in by_thread.values():
-        if len(members) < 2:
-            continue
-        members.sort(reverse=True)
-        for _, bead_id in members:
-            others = [score for score, other in members[: depth + 1] if other != bead_id][:depth]
-            lift = weight * sum(others)
-            if lift > 0:
-                entry = fused[bead_id]
-                entry.relevance += lift
-                entry.notes.append(f"thread: +{lift:.3f} from {len(others)} other matching beads of its session")
 
 
 def _identities(n: int) -> str:

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from pydantic import TypeAdapter
 from recall_schemas import (
     BeadFilters,
@@ -48,7 +47,7 @@ from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.retrieval.freshness import written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import keyword_candidates
-from recall_hub.retrieval.ranking import PRIOR_FACTOR, Fused, add_context, fuse, pool_threads, prior, rrf
+from recall_hub.retrieval.ranking import PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
 from recall_hub.retrieval.rerank import rerank, reranking_depth
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
@@ -68,10 +67,6 @@ same LoCoMo figures within a few thousandths, at 2.3 ms more for a hybrid search
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 ADMIT_FROM = 5
-FEEDBACK_WEIGHT = 0.0
-"""How far hybrid search moves the query's vector towards its best candidates' (:func:`_with_feedback`);
-0: no feedback."""
-FEEDBACK_BEADS = 3
 """Hybrid search admits the session neighbours of this many best candidates as candidates."""
 _HITS = TypeAdapter(list[SearchHit])
 """Hits are validated as one list: one call into pydantic for a page of them, not four a hit."""
@@ -142,8 +137,6 @@ async def rank(
         scopes = await searchable_scopes(ctx, caller, filters)
         lists["keyword"], seen = await keyword_candidates(ctx, scopes, query, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
-    if hybrid and fusion != "rrf" and FEEDBACK_WEIGHT > 0 and fused:
-        fused = await _with_feedback(ctx, caller, scopes, await embedding, lists, fused, filters, seen, depth)
     if not fused:
         return []
     # Only beads the caller may see (and that pass the filters) rank or lend context.
@@ -164,10 +157,6 @@ async def rank(
     if not fused:
         return []
     if hybrid:
-        if ctx.keywords.ready and ranking.POOL_WEIGHT > 0:
-            ids = list(fused)
-            threads = ctx.keywords.episodes_of(ids) if ranking.POOL_BY == "episode" else ctx.keywords.sessions_of(ids)
-            pool_threads(fused, threads, ranking.POOL_WEIGHT, ranking.POOL_DEPTH)
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:
         await boost_window(ctx, caller, fused, window)
@@ -181,34 +170,6 @@ async def rank(
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
     hits = await _hydrate(ctx, caller, staged, filters, wanted, now, use_priors, as_of)
     return (await rerank(ctx, query, hits))[:limit]
-
-
-async def _with_feedback(
-    ctx: HubContext,
-    caller: str,
-    scopes: list[str],
-    query_vector: Any,
-    lists: dict[str, list[tuple[str, float]]],
-    fused: dict[str, Fused],
-    filters: BeadFilters,
-    seen: dict[str, dict[str, Any]],
-    depth: int,
-) -> dict[str, Fused]:
-    """Pseudo-relevance feedback (Rocchio) on the vector side: the query's vector moved towards the vectors of
-    the :data:`FEEDBACK_BEADS` best fused candidates the caller may see, searched again; the lists fused again
-    with that vector list. A question's words and its answer's rarely match, but the best first hits often
-    hold the answer's neighbourhood. ``seen`` is extended with the beads screened on the way."""
-    ordered = [e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))]
-    head = ordered[: 2 * FEEDBACK_BEADS]
-    seen |= await screen(ctx, caller, scopes, [b for b in head if b not in seen], filters)
-    top = [b for b in head if b in seen][:FEEDBACK_BEADS]
-    vectors = list((await ctx.vectors.vectors_in(top, scopes)).values())
-    if not vectors:
-        return fused
-    moved = np.asarray(query_vector, dtype=np.float32) + FEEDBACK_WEIGHT * np.mean(vectors, axis=0)
-    moved /= max(float(np.linalg.norm(moved)), 1e-9)
-    lists["vector"] = await _nearest(ctx, scopes, moved, filters, depth)
-    return fuse(lists)
 
 
 async def _admit(

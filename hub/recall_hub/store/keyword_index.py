@@ -136,22 +136,8 @@ class _Sessions:
     def __init__(self) -> None:
         self.earlier: dict[str, tuple[str, ...]] = {}
         self.later: dict[str, set[str]] = {}
-        self.session: dict[str, str] = {}
-        """Each bead's hub session (beads written outside one have none)."""
-        self.episode: dict[str, str] = {}
-        """Each bead said to have happened at a moment (``valid_from``): its scope and that moment. Beads of
-        one scope given the same moment are one episode (the turns of a conversation imported with its time)."""
 
-    def set(self, bead_id: str, earlier: Sequence[str], props: Mapping[str, Any] | None = None) -> None:
-        session_id = props.get("session_id") if props else None
-        if session_id:
-            self.session[bead_id] = str(session_id)
-        else:
-            self.session.pop(bead_id, None)
-        if props and props.get("valid_from") is not None:
-            self.episode[bead_id] = f"{scope_of(props)}@{int(props['valid_from'])}"
-        else:
-            self.episode.pop(bead_id, None)
+    def set(self, bead_id: str, earlier: Sequence[str]) -> None:
         for before_id in self.earlier.pop(bead_id, ()):
             followers = self.later.get(before_id)
             if followers is not None:
@@ -278,9 +264,8 @@ class KeywordIndex:
                     ids = [str(p["bead_id"]) for p in page]
                     preceding = await self.beads.system_preceding(ids)
                     before = preceding.context
-                    for p in page:
-                        bead_id = str(p["bead_id"])
-                        sessions.set(bead_id, preceding.follows.get(bead_id, []), p)
+                    for bead_id, earlier in preceding.follows.items():
+                        sessions.set(bead_id, earlier)
                     await asyncio.to_thread(
                         self._write, [(str(p["bead_id"]), p, before.get(str(p["bead_id"]), {})) for p in page], rows,
                     )
@@ -368,7 +353,7 @@ class KeywordIndex:
         before, follows = preceding.context, preceding.follows
         for bead_id in bead_ids:
             if bead_id in current:
-                self._sessions.set(bead_id, follows.get(bead_id, []), current[bead_id])
+                self._sessions.set(bead_id, follows.get(bead_id, []))
             else:
                 self._sessions.drop(bead_id)
         writes: list[tuple[str, Mapping[str, Any] | None, Mapping[str, str]]] = []
@@ -528,16 +513,6 @@ class KeywordIndex:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one
         of ``around``, whoever may see its ends: the caller screens them."""
         return self._sessions.edges(ids, around)
-
-    def sessions_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """The hub session of each of ``ids`` that has one (of beads the caller screened)."""
-        known = self._sessions.session
-        return {bead_id: session for bead_id in ids if (session := known.get(bead_id))}
-
-    def episodes_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """The episode (scope and stated moment) of each of ``ids`` given a ``valid_from``, else its hub session."""
-        episodes, sessions = self._sessions.episode, self._sessions.session
-        return {bead_id: key for bead_id in ids if (key := episodes.get(bead_id) or sessions.get(bead_id))}
 
     def screen(
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters

@@ -218,24 +218,6 @@ class VectorStore:
             return None
         return np.asarray(raw, dtype=np.float32)
 
-    async def vectors_in(self, bead_ids: list[str], scopes: list[str]) -> dict[str, np.ndarray]:
-        """The (first) vector of each of ``bead_ids`` found in one of ``scopes``, in one round trip."""
-        if not bead_ids or not scopes:
-            return {}
-        pairs = [(bead_id, scope) for bead_id in bead_ids for scope in scopes]
-
-        async def read(client: Redis) -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for bead_id, scope in pairs:
-                pipe.execute_command("VEMB", self.key(scope), bead_id)
-            return await self._execute(pipe, raise_on_error=False)
-
-        found: dict[str, np.ndarray] = {}
-        for (bead_id, _), reply in zip(pairs, await self._read(read), strict=True):
-            if reply and not isinstance(reply, Exception) and bead_id not in found:
-                found[bead_id] = np.asarray(reply, dtype=np.float32)
-        return found
-
     async def search(
         self, scopes: Iterable[str], vector: np.ndarray, k: int, filter_expr: str | None = None
     ) -> list[VectorHit]:
