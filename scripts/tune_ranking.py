@@ -1,7 +1,10 @@
 """Choose ranking constants on both retrieval dev sets together, by cross-validation (never fitted to one).
 
     python scripts/tune_ranking.py --work-dir /tmp/tune                # ingest once, then every variant
-    python scripts/tune_ranking.py --work-dir /tmp/tune --variants base,pool.0.2.2
+    python scripts/tune_ranking.py --work-dir /tmp/tune --variants base,context.0.2
+    python scripts/tune_ranking.py --work-dir /tmp/tune --variants base --tag short \
+        --setting recall_hub.store.keyword_index.SOME_CONSTANT=50      # what the index is built with
+    python scripts/tune_ranking.py --work-dir /tmp/loc --lme-questions 0   # LoCoMo alone
 
 Both dev sets are ingested once, plainly and through the bus as the evals do (``recall eval locomo --plain``,
 ``recall eval longmemeval``), into an embedded stack kept in ``--work-dir``; a later run reuses it. Each
