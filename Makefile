@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo up test test-browser lint schemas bench clean
+.PHONY: install demo up test test-browser lint schemas bench results clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ schemas: install
 
 bench: install
 	$(BIN)/recall bench
+
+## Regenerate the results tables of README.md and docs/*.md from benchmarks/results/*.json.
+results: install
+	$(BIN)/python -m recall_hub.bench.tables
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info */*.egg-info

@@ -37,25 +37,47 @@ class MachineInfo:
 
 
 
-def code_version() -> str:
-    version = f"nexus-recall {_version('nexus-recall')}"
-    here = Path(__file__).parent
+def host() -> dict[str, Any]:
+    """This machine, without its servers: what a results file says of where it was measured."""
+    return {
+        "cores": os.cpu_count() or 0, "cpu_model": _cpu_model(), "memory_gb": round(_memory_gb(), 1),
+        "os": platform.platform(), "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "libraries": {p: _version(p) for p in LIBRARIES},
+    }
+
+
+def _git(*args: str) -> str | None:
+    """A git command's output in the checkout this code runs from; None outside one."""
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=10,
-        )
-        if commit.returncode != 0:
-            return version
-        status = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10,
+        done = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), *args], capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _changed_files() -> list[str]:
+    status = _git("status", "--porcelain", "--untracked-files=no") or ""
+    return [line[3:] for line in status.splitlines() if line.strip()]
+
+
+def commit() -> str:
+    """The checkout's short commit, with ``+`` if files it tracks have changed; ``?`` outside a git checkout."""
+    sha = _git("rev-parse", "--short", "HEAD")
+    if sha is None:
+        return "?"
+    return sha.strip() + ("+" if _changed_files() else "")
+
+
+def code_version() -> str:
+    version = f"nexus-recall {_version('nexus-recall')}"
+    sha = _git("rev-parse", "--short", "HEAD")
+    if sha is None:
         return version
-    changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+    changed = _changed_files()
     dirty = f" + uncommitted changes in {', '.join(changed)}" if changed else ""
-    return f"{version}, commit {commit.stdout.strip()}{dirty}"
+    return f"{version}, commit {sha.strip()}{dirty}"
 
 
 def load_average() -> float:
@@ -114,14 +136,15 @@ async def describe_machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
             log.warning("could not read server versions: %s", exc)
         finally:
             await client.aclose()
+    here = host()
     return MachineInfo(
-        cores=os.cpu_count() or 0,
-        cpu_model=_cpu_model(),
+        cores=here["cores"],
+        cpu_model=here["cpu_model"],
         memory_gb=_memory_gb(),
-        os=platform.platform(),
-        python=f"{platform.python_implementation()} {platform.python_version()}",
+        os=here["os"],
+        python=here["python"],
         nats_server=str(nc.connected_server_version),
         redis=redis_version,
         falkordb=falkordb_version,
-        libraries={p: _version(p) for p in LIBRARIES},
+        libraries=here["libraries"],
     )

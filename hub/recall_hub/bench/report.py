@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from recall_hub.bench.ingest import INGEST_BATCH, INGEST_BATCHES_IN_FLIGHT
-from recall_hub.bench.results import BenchReport, OpResult
+from recall_hub.bench.results import BenchReport, OpResult, Throughput
 from recall_hub.bench.stats import percentile
 
 
@@ -151,18 +151,35 @@ def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
     return [line(columns), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
+def _named(report: BenchReport, prefix: str) -> Throughput | None:
+    return next((t for t in report.ingest if t.name.startswith(prefix)), None)
+
+
+def ingest_ratios(report: BenchReport) -> dict[str, float]:
+    """Ingest against the embedder alone on the same texts in the same run: ``beads`` (beads/s over texts/s)
+    and ``long_chunks`` (long content's chunks/s over the embedder's on the same chunks), where measured."""
+    ratios = {}
+    pairs = {"beads": ("beads", "embedder alone ("), "long_chunks": ("long beads", "embedder alone on their chunks")}
+    for key, (ingested, alone) in pairs.items():
+        done, bare = _named(report, ingested), _named(report, alone)
+        if done is not None and bare is not None and bare.per_second > 0:
+            ratios[key] = done.per_second / bare.per_second
+    return ratios
+
+
 def ingest_ratio(report: BenchReport) -> str | None:
-    """Bead ingest against the embedder alone, on the same texts in the same run."""
-    alone = next((t for t in report.ingest if t.name.startswith("embedder alone")), None)
-    beads = next((t for t in report.ingest if t.name.startswith("beads")), None)
-    if alone is None or beads is None or not alone.per_second > 0:
+    """Bead ingest against the embedder alone, on the same texts in the same run, as a line."""
+    ratios = ingest_ratios(report)
+    if "beads" not in ratios:
         return None
-    line = (f"ingest {beads.per_second:,.0f} beads/s = {beads.per_second / alone.per_second:.0%} of the "
+    beads, alone = _named(report, "beads"), _named(report, "embedder alone (")
+    assert beads is not None and alone is not None
+    line = (f"ingest {beads.per_second:,.0f} beads/s = {ratios['beads']:.0%} of the "
             f"embedder alone ({alone.per_second:,.0f} texts/s)")
-    long = next((t for t in report.ingest if t.name.startswith("long beads")), None)
-    chunks = next((t for t in report.ingest if t.name.startswith("embedder alone on their chunks")), None)
-    if long is not None and chunks is not None and chunks.per_second > 0:
-        line += (f"; long content {long.per_second:,.0f} chunks/s = {long.per_second / chunks.per_second:.0%} of the "
+    if "long_chunks" in ratios:
+        long, chunks = _named(report, "long beads"), _named(report, "embedder alone on their chunks")
+        assert long is not None and chunks is not None
+        line += (f"; long content {long.per_second:,.0f} chunks/s = {ratios['long_chunks']:.0%} of the "
                  f"embedder alone on the same chunks ({chunks.per_second:,.0f} chunks/s)")
     return line
 
@@ -193,6 +210,7 @@ def to_json(report: BenchReport) -> dict[str, Any]:
             for t in report.ingest
         ],
         "ingest_vs_embedder": ingest_ratio(report),
+        "ingest_ratios": ingest_ratios(report),
         "floor": op(report.floor),
         "ops": [op(r) for r in report.ops],
     }

@@ -12,7 +12,7 @@ import signal
 import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from recall_hub.config import HubSettings
 from recall_hub.logs import LOG_FORMATS, format_from_env
@@ -334,20 +334,26 @@ async def _bench(args: argparse.Namespace) -> int:
         sizes = [10_000, args.beads] if args.beads > 10_000 else [args.beads]
         print(render_keyword_study(await run_keyword_study(sizes)))
         return 0
-    from recall_hub.bench.run import BenchConfig, render, run_bench
+    from recall_hub.bench.run import BenchConfig, render, run_bench, to_json
 
     config = BenchConfig(
         beads=args.beads, samples=args.samples, concurrency=args.concurrency, durability=args.durability,
         embedder=args.embedder, create_settle=args.create_settle,
     )
     report = await run_bench(config)
-    if args.json:
-        from recall_hub.bench.run import to_json
-
-        print(json.dumps(to_json(report), indent=2, default=str))
-    else:
-        print(render(report))
+    figures = to_json(report)
+    print(json.dumps(figures, indent=2, default=str) if args.json else render(report))
+    _keep(args, "bench", figures)
     return 0
+
+
+def _keep(args: argparse.Namespace, suite: str, figures: dict[str, Any]) -> None:
+    """The run's results file (unless ``--no-save``): its figures with the command, commit, machine and date."""
+    if args.no_save:
+        return
+    from recall_hub.bench.records import new_record, save
+
+    print(f"results: {save(new_record(suite, figures), Path(args.results_dir))}", file=sys.stderr)
 
 
 async def _bench_failover(args: argparse.Namespace) -> int:
@@ -548,6 +554,7 @@ async def _eval_locomo(args: argparse.Namespace) -> int:
     )
     print(file=sys.stderr)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
+    _keep(args, "locomo", report.to_json())
     if args.markdown:
         Path(args.markdown).write_text(markdown(report))
         print(f"wrote {args.markdown}", file=sys.stderr)
@@ -571,6 +578,7 @@ async def _eval_longmemeval(args: argparse.Namespace) -> int:
     )
     print(file=sys.stderr)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
+    _keep(args, "longmemeval", report.to_json())
     return 0
 
 
@@ -583,6 +591,12 @@ def _export(args: argparse.Namespace) -> int:
     if doc.exists() and sync_protocol_doc(doc):
         print(doc)
     return 0
+
+
+def _results_file_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results-dir", default="benchmarks/results",
+                        help="where the run's results file (JSON) goes (bus suite and evals; default: %(default)s)")
+    parser.add_argument("--no-save", action="store_true", help="write no results file")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -708,6 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     bench.add_argument("--create-settle", choices=("inline", "background"), default="inline",
                        help="the in-process hub's RECALL_CREATE_SETTLE")
+    _results_file_options(bench)
     bench.set_defaults(run=_bench)
 
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
@@ -721,6 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     locomo.add_argument("--plain", action="store_true",
                         help="ingest as a plain client: no reply-structure edges, only what the hub links itself")
     locomo.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    _results_file_options(locomo)
     locomo.set_defaults(run=_eval_locomo)
 
     lme = eval_sub.add_parser(
@@ -732,6 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     lme.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid,hybrid+priors")
     lme.add_argument("--nats", help="use a hub already serving there (default: a private embedded stack)")
     lme.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    _results_file_options(lme)
     lme.set_defaults(run=_eval_longmemeval)
 
     audit = sub.add_parser("audit", help="who read and wrote what (by AI id or by bead)")

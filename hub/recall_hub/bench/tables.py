@@ -1,0 +1,219 @@
+"""The tables of README and docs, generated from the results files (:mod:`recall_hub.bench.records`).
+
+A doc marks where a table goes with ``<!-- results:NAME -->`` … ``<!-- /results:NAME -->``; what is between
+is replaced by the table NAME renders from the results files (:data:`TABLES`). ``python -m
+recall_hub.bench.tables`` rewrites them in README.md and docs/*.md; ``--check`` only says which differ (and
+``tests/test_results_tables.py`` fails when one does).
+
+A suite's current table is its newest *sitting*: the runs of the newest commit on one machine with the same
+setup. Every run's figure is shown beside their median; a target counts as met when the median of at least
+three runs meets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from recall_hub.bench.records import RESULTS_DIR, Record, load
+
+MIN_RUNS_FOR_A_TARGET = 3
+BENCH_TARGETS = {"search hybrid": 15.0, "search keyword": 3.0, "create": 12.0}
+"""p50 targets (ms) of the open issues, judged on the median of a sitting."""
+INGEST_TARGET = 0.70
+"""Long content's ingest against the embedder alone on the same chunks."""
+
+
+def sittings(records: Sequence[Record], suite: str) -> list[list[Record]]:
+    """The suite's records grouped by commit, machine and setup, oldest sitting first."""
+    groups: dict[tuple[str, ...], list[Record]] = {}
+    for record in records:
+        if record.suite == suite:
+            machine = record.machine
+            key = (record.commit, str(machine.get("cpu_model")), str(machine.get("cores")), _setup(record))
+            groups.setdefault(key, []).append(record)
+    return sorted(groups.values(), key=lambda group: group[-1].date)
+
+
+def _setup(record: Record) -> str:
+    figures = record.figures
+    if record.suite == "bench":
+        return f"{figures.get('beads')} beads; {figures.get('setup')}"
+    if record.suite == "locomo":
+        return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
+    return f"{figures.get('questions')} questions"
+
+
+def _machine(run: Record) -> str:
+    m = run.machine
+    return f"{m.get('cores')} cores, {m.get('cpu_model')}, {m.get('python')}"
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _verdict(median: float, target: float, runs: int, lower_is_better: bool = True) -> str:
+    if runs < MIN_RUNS_FOR_A_TARGET:
+        return f"{runs} run(s): not judged"
+    met = median <= target if lower_is_better else median >= target
+    return "met" if met else "not met"
+
+
+def _about(sitting: list[Record]) -> str:
+    first = sitting[0]
+    dates = sorted({r.date[:10] for r in sitting})
+    return (f"Commit {first.commit}, {', '.join(dates)}, {len(sitting)} run(s) on {_machine(first)}; "
+            f"`{first.command}`.")
+
+
+def bench_current(records: Sequence[Record]) -> list[str]:
+    groups = sittings(records, "bench")
+    if not groups:
+        return ["No results file of `recall bench` yet."]
+    sitting = groups[-1]
+    runs = len(sitting)
+    header = "| p50 ms | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " | median | target |"
+    lines = [_about(sitting), "", header, "|---" * (runs + 3) + "|"]
+    names = [op["name"] for op in sitting[0].figures["ops"]]
+    for name in names:
+        values = [next((op["p50_ms"] for op in r.figures["ops"] if op["name"] == name), float("nan")) for r in sitting]
+        median = _median(values)
+        target = BENCH_TARGETS.get(name)
+        goal = f"≤ {target:g}: {_verdict(median, target, runs)}" if target is not None else ""
+        lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + f" | **{median:.2f}** | {goal} |")
+    for key, label, target in (("beads", "ingest / embedder alone", None),
+                               ("long_chunks", "long content / embedder alone", INGEST_TARGET)):
+        values = [r.figures.get("ingest_ratios", {}).get(key) for r in sitting]
+        known = [v for v in values if v is not None]
+        if not known:
+            continue
+        median = _median(known)
+        goal = f"≥ {target:.0%}: {_verdict(median, target, len(known), False)}" if target is not None else ""
+        cells = " | ".join("-" if v is None else f"{v:.0%}" for v in values)
+        lines.append(f"| {label} | {cells} | **{median:.0%}** | {goal} |")
+    return lines
+
+
+def _interval(pair: Sequence[float] | None) -> str:
+    return f" [{pair[0]:.3f}, {pair[1]:.3f}]" if pair else ""
+
+
+def locomo_current(records: Sequence[Record]) -> list[str]:
+    groups = sittings(records, "locomo")
+    if not groups:
+        return ["No results file of `recall eval locomo` yet."]
+    sitting = groups[-1]
+    lines = [_about(sitting), "", "| run | mode | session Hit@1 | Recall@10 | p50 ms | n |", "|---" * 6 + "|"]
+    for i, run in enumerate(sitting, start=1):
+        for mode, row in run.figures["table"].items():
+            overall, ci = row["all"], run.figures["intervals_95"].get(mode, {})
+            lines.append(
+                f"| {i} | {mode} | {overall['session_hit_at_1']:.3f}{_interval(ci.get('session_hit_at_1'))} | "
+                f"{overall['recall_at_10']:.3f}{_interval(ci.get('recall_at_10'))} | {overall['p50_ms']:.1f} | "
+                f"{overall['questions']} |"
+            )
+    return lines
+
+
+LME_METRICS = ("any@1", "any@5", "any@10", "all@5", "turn R@10")
+
+
+def longmemeval_current(records: Sequence[Record]) -> list[str]:
+    groups = sittings(records, "longmemeval")
+    if not groups:
+        return ["No results file of `recall eval longmemeval` yet."]
+    sitting = groups[-1]
+    lines = [_about(sitting), "", "| run | mode | " + " | ".join(LME_METRICS) + " | p50 ms |",
+             "|---" * (len(LME_METRICS) + 3) + "|"]
+    for i, run in enumerate(sitting, start=1):
+        for mode, row in run.figures["modes"].items():
+            cells = [f"{row['all'][m]:.3f}{_interval(row['intervals_95'].get(m))}" for m in LME_METRICS]
+            lines.append(f"| {i} | {mode} | " + " | ".join(cells) + f" | {row['all']['p50_ms']:.1f} |")
+    return lines
+
+
+def _headline(sitting: list[Record]) -> str:
+    first = sitting[0]
+    if first.suite == "bench":
+        wanted = ("search hybrid", "search keyword", "create", "get")
+        medians = {
+            name: _median([op["p50_ms"] for r in sitting for op in r.figures["ops"] if op["name"] == name])
+            for name in wanted
+        }
+        return ", ".join(f"{name} {value:.2f}" for name, value in medians.items()) + " ms p50"
+    if first.suite == "locomo":
+        default = first.figures["table"].get("hybrid+priors", {}).get("all")
+        if not default:
+            return ""
+        return f"default sess@1 {default['session_hit_at_1']:.3f}, R@10 {default['recall_at_10']:.3f}"
+    default = first.figures["modes"].get("hybrid+priors", {}).get("all")
+    if not default:
+        return ""
+    return ", ".join(f"{m} {default[m]:.3f}" for m in LME_METRICS)
+
+
+def history(records: Sequence[Record]) -> list[str]:
+    lines = ["| date | commit | suite | setup | runs | figures (median of the runs, else the first) |",
+             "|---|---|---|---|---|---|"]
+    rows = [group for suite in ("bench", "locomo", "longmemeval") for group in sittings(records, suite)]
+    for sitting in sorted(rows, key=lambda group: group[0].date):
+        first = sitting[0]
+        lines.append(f"| {first.date[:10]} | {first.commit} | {first.suite} | {_setup(first)} | {len(sitting)} | "
+                     f"{_headline(sitting)} |")
+    return lines
+
+
+TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
+    "bench": bench_current,
+    "locomo": locomo_current,
+    "longmemeval": longmemeval_current,
+    "history": history,
+}
+_BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+
+
+def rendered(text: str, records: Sequence[Record]) -> str:
+    """``text`` with every marked block replaced by its table."""
+
+    def table(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise ValueError(f"no results table named {name!r} (known: {', '.join(TABLES)})")
+        return match.group(1) + "\n".join(TABLES[name](records)) + "\n" + match.group(4)
+
+    return _BLOCK.sub(table, text)
+
+
+def documents(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def stale(root: Path, records: Sequence[Record]) -> list[Path]:
+    """The documents under ``root`` whose tables differ from what the results files give."""
+    return [path for path in documents(root) if rendered(path.read_text(), records) != path.read_text()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Generate the results tables of README and docs.")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository (default: here)")
+    parser.add_argument("--check", action="store_true", help="only list the documents whose tables are stale")
+    args = parser.parse_args(argv)
+    records = load(args.root / RESULTS_DIR)
+    outdated = stale(args.root, records)
+    if args.check:
+        for path in outdated:
+            print(f"stale: {path}", file=sys.stderr)
+        return 1 if outdated else 0
+    for path in outdated:
+        path.write_text(rendered(path.read_text(), records))
+        print(f"rewrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

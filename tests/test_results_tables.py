@@ -1,0 +1,54 @@
+"""The tables of README and docs are what the committed results files give (``make results`` writes them), and
+a sitting's table shows every run beside the median a target is judged on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import repo_root
+from recall_hub.bench.records import RESULTS_DIR, Record, load, new_record, save
+from recall_hub.bench.tables import bench_current, history, rendered, stale
+
+
+def test_every_table_in_the_docs_is_what_the_results_files_give() -> None:
+    root = repo_root()
+    assert stale(root, load(root / RESULTS_DIR)) == [], "run `make results` and commit what it rewrites"
+
+
+def bench_figures(hybrid_ms: float, long_ratio: float) -> dict[str, Any]:
+    ops = [{"name": "search hybrid", "p50_ms": hybrid_ms}, {"name": "get", "p50_ms": 1.0}]
+    return {"beads": 10_000, "setup": "in-process hub", "ops": ops, "ingest_ratios": {"long_chunks": long_ratio}}
+
+
+def test_a_sitting_shows_each_run_and_judges_the_median(tmp_path: Path) -> None:
+    for hybrid, ratio in ((14.0, 0.9), (16.0, 0.6), (14.5, 0.75)):
+        save(new_record("bench", bench_figures(hybrid, ratio), command="recall bench"), tmp_path)
+    records = load(tmp_path)
+    assert len(records) == 3 and {r.suite for r in records} == {"bench"}
+    table = "\n".join(bench_current(records))
+    assert "| search hybrid | 14.00 | 16.00 | 14.50 | **14.50** | ≤ 15: met |" in table
+    assert "| long content / embedder alone | 90% | 60% | 75% | **75%** | ≥ 70%: met |" in table
+    assert "| 3 |" in "\n".join(history(records))  # one sitting of three runs
+
+
+def test_fewer_than_three_runs_judge_no_target(tmp_path: Path) -> None:
+    save(new_record("bench", bench_figures(10.0, 0.9), command="recall bench"), tmp_path)
+    assert "≤ 15: 1 run(s): not judged" in "\n".join(bench_current(load(tmp_path)))
+
+
+def test_a_newer_commit_starts_a_new_sitting(tmp_path: Path) -> None:
+    old = new_record("bench", bench_figures(20.0, 0.5), command="recall bench")
+    save(Record(**{**old.to_json(), "commit": "0000000", "date": "2026-01-01T00:00:00+00:00"}), tmp_path)
+    save(new_record("bench", bench_figures(12.0, 0.8), command="recall bench"), tmp_path)
+    current = "\n".join(bench_current(load(tmp_path)))
+    assert "| search hybrid | 12.00 | **12.00** |" in current and "20.00" not in current
+
+
+def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -> None:
+    save(new_record("bench", bench_figures(13.0, 0.8), command="recall bench"), tmp_path)
+    text = "before\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\nafter\n"
+    out = rendered(text, load(tmp_path))
+    assert out.startswith("before\n<!-- results:bench -->\nCommit ")
+    assert out.endswith("<!-- /results:bench -->\nafter\n")
+    assert "stale" not in out and "| search hybrid | 13.00 |" in out
