@@ -115,6 +115,10 @@ def _version(package: str) -> str:
         return "absent"
 
 
+def _semver(version: Any) -> str:
+    return f"{version.major}.{version.minor}.{version.patch}"
+
+
 async def describe_machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
     """This machine, the nats-server ``nc`` is connected to and the Redis + FalkorDB at ``falkordb_url``."""
     redis_version = falkordb_version = "?"
@@ -143,7 +147,7 @@ async def describe_machine(nc: NATS, falkordb_url: str | None) -> MachineInfo:
         memory_gb=_memory_gb(),
         os=here["os"],
         python=here["python"],
-        nats_server=str(nc.connected_server_version),
+        nats_server=_semver(nc.connected_server_version),
         redis=redis_version,
         falkordb=falkordb_version,
         libraries=here["libraries"],
