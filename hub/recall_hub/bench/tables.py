@@ -18,6 +18,7 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from recall_hub.bench.records import RESULTS_DIR, Record, load
 
@@ -42,7 +43,11 @@ def sittings(records: Sequence[Record], suite: str) -> list[list[Record]]:
 def _setup(record: Record) -> str:
     figures = record.figures
     if record.suite == "bench":
-        return f"{figures.get('beads')} beads; {figures.get('setup')}"
+        setup = str(figures.get("setup", ""))
+        embedder = re.search(r"embedder (\S+)", setup)
+        durability = re.search(r"durability (\w+)", setup)
+        return (f"{figures.get('beads')} beads, embedder {embedder[1] if embedder else '?'}, "
+                f"durability {durability[1] if durability else '?'}")
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
     return f"{figures.get('questions')} questions"
@@ -79,9 +84,11 @@ def bench_current(records: Sequence[Record]) -> list[str]:
     runs = len(sitting)
     header = "| p50 ms | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " | median | target |"
     lines = [_about(sitting), "", header, "|---" * (runs + 3) + "|"]
-    names = [op["name"] for op in sitting[0].figures["ops"]]
-    for name in names:
-        values = [next((op["p50_ms"] for op in r.figures["ops"] if op["name"] == name), float("nan")) for r in sitting]
+    def ops(run: Record) -> list[dict[str, Any]]:
+        return [run.figures["floor"], *run.figures["ops"]] if run.figures.get("floor") else run.figures["ops"]
+
+    for name in [op["name"] for op in ops(sitting[0])]:
+        values = [next((op["p50_ms"] for op in ops(r) if op["name"] == name), float("nan")) for r in sitting]
         median = _median(values)
         target = BENCH_TARGETS.get(name)
         goal = f"≤ {target:g}: {_verdict(median, target, runs)}" if target is not None else ""
