@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import contextlib
-import json
 import logging
 import re
 import time
@@ -90,6 +88,7 @@ from recall_schemas import (
 from recall_schemas import capture as cap
 from recall_schemas import coordination as c
 from recall_schemas import forget as fg
+from recall_schemas.creds import jwt_claims, parse_creds
 from recall_schemas.ids import AI_ID_PATTERN
 from recall_schemas.requests import (
     DEADLINE_HEADER,
@@ -119,14 +118,12 @@ def creds_identity(path: str) -> str:
         text = Path(path).expanduser().read_text()
     except OSError as exc:
         raise Unauthorized(f"cannot read NATS credentials {path}: {exc}") from exc
-    match = re.search(r"-----BEGIN NATS USER JWT-----\s*\n\s*[\w-]+\.([\w-]+)\.[\w-]+\s*\n", text)
-    if match is None or "-----BEGIN USER NKEY SEED-----" not in text:
-        raise Unauthorized(f"{path} is not a NATS credentials file (user JWT + nkey seed)")
     try:
-        claims = json.loads(base64.urlsafe_b64decode(match[1] + "=" * (-len(match[1]) % 4)))
+        jwt, _ = parse_creds(text)
+        claims = jwt_claims(jwt)
     except ValueError as exc:
-        raise Unauthorized(f"{path}: its JWT cannot be read") from exc
-    return str(claims.get("name", "")) if isinstance(claims, dict) else ""
+        raise Unauthorized(f"{path}: {exc}") from exc
+    return str(claims.get("name", ""))
 
 
 class _InFlight:

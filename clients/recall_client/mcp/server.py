@@ -37,6 +37,7 @@ from recall_schemas import (
     Unauthorized,
     describe_validation,
 )
+from recall_schemas.rendering import render_bead
 
 from .link import HubLink
 from .tools import PROFILES, build_tool, describe_error, tool_specs
@@ -63,16 +64,6 @@ def _version() -> str:
         return version("recall-client")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0.0.0"
-
-
-def render_bead(bead: MemoryBead) -> str:
-    """One bead as a few lines of text (the hub's context layout)."""
-    header = (
-        f"[{bead.bead_type.value} | {bead.provenance.value} | importance {bead.importance} | "
-        f"{bead.created_at.date().isoformat()} | by {bead.created_by} | {bead.visibility.value} | {bead.bead_id}]"
-    )
-    body = bead.content if bead.content and bead.content != bead.title else ""
-    return f"{header} {bead.title}" + (f"\n{body}" if body else "")
 
 
 def render_beads(heading: str, beads: Sequence[MemoryBead]) -> str:

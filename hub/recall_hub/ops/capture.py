@@ -26,7 +26,6 @@ from recall_schemas import (
     StoredBead,
     StoredTopic,
     Unavailable,
-    Visibility,
 )
 from recall_schemas.capture import Extractor as ExtractorName
 
@@ -42,17 +41,12 @@ from recall_hub.ops.after_commit import settle_created, settle_quietly
 from recall_hub.ops.beads import new_bead_props
 from recall_hub.ops.deny_list import refuse_forgotten
 from recall_hub.store.topics import ReplayedRow, StoredRow, TopicStore
+from recall_hub.store.vectors import scope_name
 from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 200
-
-
-def scope_of(caller: str, visibility: Visibility, group_id: str | None) -> str:
-    if visibility is Visibility.GROUP:
-        return f"group:{group_id}"
-    return "global" if visibility is Visibility.GLOBAL else f"private:{caller}"
 
 
 def _digest(*parts: str, size: int = 32) -> str:
@@ -98,7 +92,7 @@ async def _store(
     """Write the plan in one query, settle its after-commit work; the stored topics, the created and updated
     counts, and how many facts were left out because their content was forgotten."""
     store = TopicStore(ctx.graph)
-    scope = scope_of(caller, req.visibility, req.group_id)
+    scope = scope_name(req.visibility, req.group_id, caller)
     now = now_ms()
     topics: list[dict[str, Any]] = []
     for key, topic in plan.topics.items():
@@ -203,7 +197,7 @@ async def remember_extracted(ctx: HubContext, caller: str, req: RememberExtracte
     The call is keyed by caller, scope, session, ``max_facts`` and text: when its facts are already stored
     (and visible), they are returned as they are and nothing is extracted again.
     """
-    scope = scope_of(caller, req.visibility, req.group_id)
+    scope = scope_name(req.visibility, req.group_id, caller)
     call = _digest(caller, scope, req.session_id or "", str(req.max_facts), req.text)
     keys = [f"extract:{call}:{i}" for i in range(req.max_facts)]
     idems = [f"{caller}:{key}" for key in keys]
@@ -238,7 +232,7 @@ async def remember_extracted(ctx: HubContext, caller: str, req: RememberExtracte
 async def remember_topics(ctx: HubContext, caller: str, req: RememberTopics) -> RememberedTopics:
     """Store given facts ``PART_OF`` their topics' hubs. A fact with a key is the bead stored under that key
     (its text replaced when it changed); a fact without one is keyed by its topic and text."""
-    scope = scope_of(caller, req.visibility, req.group_id)
+    scope = scope_name(req.visibility, req.group_id, caller)
     plan = _Plan()
     for topic in req.topics:
         if not topic_key(topic.name):

@@ -27,11 +27,12 @@ from recall_schemas.coordination import (
     Todo,
     TransferOps,
 )
+from recall_schemas.rendering import render_bead
 
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
 from recall_hub.ops.agent_state import merged
-from recall_hub.retrieval.search import pack, render
+from recall_hub.retrieval.search import pack
 from recall_hub.store.records import content_hash
 from recall_hub.timeutil import now_ms
 from recall_hub.tokens import count_tokens
@@ -139,9 +140,9 @@ async def handoff_brief(ctx: HubContext, caller: str, req: GetHandoffBrief) -> H
     return HandoffBrief(
         group_id=req.group_id,
         handoff=handoff,
-        text="\n\n".join(render(h.bead) for h in kept),
+        text="\n\n".join(render_bead(h.bead) for h in kept),
         bead_ids=[h.bead.bead_id for h in kept],
-        tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept),
+        tokens=sum(count_tokens(render_bead(h.bead)) + 1 for h in kept),
         open_todos=todos,
         state=state,
     )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from recall_schemas import BeadFilters, Visibility
+from recall_schemas import BeadFilters
 
 from recall_hub.context import HubContext
-from recall_hub.store.vectors import caller_scopes
-
-_PREFIX = {Visibility.GLOBAL: "global", Visibility.PRIVATE: "private:", Visibility.GROUP: "group:"}
+from recall_hub.store.vectors import caller_scopes, scope_name
 
 
 async def searchable_scopes(ctx: HubContext, caller: str, filters: BeadFilters) -> list[str]:
@@ -17,5 +15,5 @@ async def searchable_scopes(ctx: HubContext, caller: str, filters: BeadFilters) 
         groups = [g for g in groups if g == filters.group_id]
     scopes = caller_scopes(caller, groups)
     if filters.visibility is not None:
-        scopes = [s for s in scopes if s.startswith(_PREFIX[filters.visibility])]
+        scopes = [s for s in scopes if s.startswith(scope_name(filters.visibility, "", ""))]
     return scopes

@@ -39,6 +39,7 @@ from recall_schemas import (
     Why,
     WhyResult,
 )
+from recall_schemas.rendering import render_bead
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
@@ -311,16 +312,6 @@ def source_of(bead: MemoryBead) -> str:
     return str(source) if source else bead.bead_id
 
 
-def render(bead: MemoryBead) -> str:
-    day = bead.created_at.date().isoformat()
-    header = (
-        f"[{bead.bead_type.value} | {bead.provenance.value} | importance {bead.importance} | {day} | "
-        f"by {bead.created_by} | {bead.bead_id}]"
-    )
-    body = bead.content if bead.content and bead.content != bead.title else ""
-    return f"{header} {bead.title}" + (f"\n{body}" if body else "")
-
-
 def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) -> tuple[list[SearchHit], int]:
     """The best hits whose rendered beads fit ``max_tokens``, at most ``max_per_source`` per source.
 
@@ -332,7 +323,7 @@ def pack(hits: Sequence[SearchHit], max_tokens: int, max_per_source: int = 2) ->
     per_source: dict[str, int] = {}
     for hit in hits:
         source = source_of(hit.bead)
-        cost = count_tokens(render(hit.bead)) + 1
+        cost = count_tokens(render_bead(hit.bead)) + 1
         if per_source.get(source, 0) >= max_per_source or used + cost > max_tokens:
             continue
         kept.append(hit)
@@ -351,18 +342,18 @@ async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> Search
     if req.max_tokens is None:
         return SearchResult(hits=hits, date_window=window)
     kept, _ = pack(hits, req.max_tokens, max_per_source=req.limit)
-    return SearchResult(hits=kept, tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept), date_window=window)
+    return SearchResult(hits=kept, tokens=sum(count_tokens(render_bead(h.bead)) + 1 for h in kept), date_window=window)
 
 
 async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
     window = understood_window(req.query, to_ms(req.reference_time) if req.reference_time is not None else None)
     hits = await rank(ctx, caller, req.query, req.filters, 100, window=window, include_hubs=req.include_hubs)
     kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
-    text = "\n\n".join(render(h.bead) for h in kept)
+    text = "\n\n".join(render_bead(h.bead) for h in kept)
     return ContextBlock(
         text=text,
         bead_ids=[h.bead.bead_id for h in kept],
-        tokens=sum(count_tokens(render(h.bead)) + 1 for h in kept),
+        tokens=sum(count_tokens(render_bead(h.bead)) + 1 for h in kept),
         max_tokens=req.max_tokens,
         dropped=dropped,
     )

@@ -26,11 +26,11 @@ from recall_schemas import (
     WhyResult,
 )
 from recall_schemas.coordination import ChangeBatch, Notification, UnifiedRecallResult
+from recall_schemas.rendering import render_bead
 
 from recall_hub.ops.history import cut_history, history_items
 from recall_hub.ops.listing import PAGED_OPERATIONS, cursor_after
 from recall_hub.ops.trust import cut_stale
-from recall_hub.retrieval.search import render
 from recall_hub.tokens import count_tokens
 
 REPLY_HEADROOM = 1024
@@ -63,7 +63,7 @@ def _cut_beads(op: str, reply: BeadList, n: int) -> BeadList:
 
 def _cut_hits(op: str, reply: SearchResult, n: int) -> SearchResult:
     hits = reply.hits[:n]
-    tokens = None if reply.tokens is None else sum(count_tokens(render(h.bead)) + 1 for h in hits)
+    tokens = None if reply.tokens is None else sum(count_tokens(render_bead(h.bead)) + 1 for h in hits)
     return reply.model_copy(update={"hits": hits, "tokens": tokens, "truncated": True})
 
 
@@ -90,7 +90,7 @@ def _cut_why(op: str, reply: WhyResult, n: int) -> WhyResult:
 
 def _cut_context(op: str, reply: ContextBlock, n: int) -> ContextBlock:
     # The text is the kept beads rendered one after the other, each starting with a header that ends in
-    # "| <bead id>] " (retrieval.search.render), joined by blank lines: cut before bead n's header.
+    # "| <bead id>] " (recall_schemas.rendering.render_bead), joined by blank lines: cut before bead n's header.
     text = reply.text
     if n < len(reply.bead_ids):
         header = text.find(f" | {reply.bead_ids[n]}] ")

@@ -37,18 +37,25 @@ ATTRIBUTE_FIELDS = (
 )
 
 
-def scope_of(props: Mapping[str, Any]) -> str:
-    """The vector-set scope of a bead, from its stored properties."""
-    visibility = props["visibility"]
+def scope_name(visibility: str, group_id: str | None, creator: str) -> str:
+    """The one spelling of a visibility scope (a vector set, a keyword-index prefix): ``global``,
+    ``group:<group id>`` or ``private:<creator>``. With empty ids, the prefix every scope of that visibility has."""
     if visibility == "global":
         return "global"
     if visibility == "group":
-        return f"group:{props['group_id']}"
-    return f"private:{props['created_by']}"
+        return f"group:{group_id}"
+    return f"private:{creator}"
+
+
+def scope_of(props: Mapping[str, Any]) -> str:
+    """The vector-set scope of a bead, from its stored properties."""
+    return scope_name(props["visibility"], props.get("group_id"), props["created_by"])
 
 
 def caller_scopes(caller: str, groups: Iterable[str]) -> list[str]:
-    return ["global", f"private:{caller}", *(f"group:{g}" for g in groups)]
+    """Every scope ``caller`` may read, given its groups."""
+    return [scope_name("global", None, caller), scope_name("private", None, caller),
+            *(scope_name("group", g, caller) for g in groups)]
 
 
 def _quote(value: str) -> str:

@@ -39,6 +39,7 @@ from typing import Any
 import nkeys
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from recall_schemas.creds import jwt_claims, parse_creds
 from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN, AgentId, GroupId, OpsId, ServiceId
 from recall_schemas.subjects import (
     DEAD_LETTER_ROOT,
@@ -216,13 +217,9 @@ def encode_jwt(signer: Any, subject: str, name: str, nats: dict[str, Any], issue
 def decode_jwt(token: str) -> dict[str, Any]:
     """The claims of a JWT, *unverified* (the server verifies; this only reads names and compares)."""
     try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (IndexError, ValueError) as exc:
-        raise AuthError("not a JWT") from exc
-    if not isinstance(claims, dict):
-        raise AuthError("not a JWT")
-    return claims
+        return jwt_claims(token)
+    except ValueError as exc:
+        raise AuthError(str(exc)) from exc
 
 
 def _reuse_or_encode(
@@ -279,13 +276,6 @@ def _account_claims(jetstream: bool, revocations: dict[str, int], deny_by_defaul
 
 # --- credentials files ------------------------------------------------------------------------------------
 
-_CREDS_RE = re.compile(
-    r"-----BEGIN NATS USER JWT-----\s*\n\s*(?P<jwt>[A-Za-z0-9_\-.]+)\s*\n.*?"
-    r"-----BEGIN USER NKEY SEED-----\s*\n\s*(?P<seed>SU[A-Z2-7]+)\s*\n",
-    re.DOTALL,
-)
-
-
 def format_creds(jwt: str, seed: str) -> str:
     """The standard NATS ``.creds`` layout (what ``nsc`` writes and every NATS client reads)."""
     return (
@@ -311,10 +301,10 @@ def read_creds(path: Path | str) -> tuple[str, str]:
         text = Path(path).read_text()
     except OSError as exc:
         raise AuthError(f"cannot read credentials {path}: {exc}") from exc
-    match = _CREDS_RE.search(text)
-    if match is None:
-        raise AuthError(f"{path} is not a NATS credentials file (user JWT + nkey seed)")
-    return match["jwt"], match["seed"]
+    try:
+        return parse_creds(text)
+    except ValueError as exc:
+        raise AuthError(f"{path}: {exc}") from exc
 
 
 def identity_of(creds_path: Path | str) -> str:
