@@ -1,4 +1,8 @@
-"""RecallClient: an agent's connection to the hub, as one AI id."""
+"""RecallClient: an agent's connection to the hub, as one AI id.
+
+Why this module is long (~970 lines): it is the typed public API, one short method per hub operation (54 of
+them, each a docstring and a request), and splitting the class across files would scatter what a reader
+looks up in one place; the transport pieces (in-flight limits, conflicts, events, tracing) live apart."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The console's HTML pages. Each reads the hub as the browser's identity, so it shows exactly what that
-identity may see; hub refusals become readable messages (``app.py`` maps them to pages and statuses)."""
+identity may see; hub refusals become readable messages (``app.py`` maps them to pages and statuses).
+
+Why this module is long (~720 lines): one handler per page of the console (groups, graph, search, bead,
+handoffs, feed, audit), each a few hub calls and its HTML from ``html.py``; they share the session and
+error handling defined here."""
 
 from __future__ import annotations
 

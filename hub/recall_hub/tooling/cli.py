@@ -1,4 +1,8 @@
-"""`recall`: run the embedded stack, the hub, the demo, the benchmark and the schema export."""
+"""`recall`: run the embedded stack, the hub, the demo, the benchmark and the schema export.
+
+Why this module is long (~800 lines): it is the argument parser of every command and a thin function per
+command that calls into the package (each imports what it needs lazily, so `recall --help` stays fast);
+the work itself lives in the modules those functions call."""
 
 from __future__ import annotations
 
