@@ -30,6 +30,7 @@ from recall_hub.tooling.stack import (
     StackError,
     default_data_dir,
     holds_data,
+    process_alive,
     running_state,
 )
 from recall_hub.tooling.supervisor import Supervisor
@@ -186,7 +187,7 @@ async def _status(args: argparse.Namespace) -> int:
     print(f"Nexus Recall is running (recall up pid {state['pid']}, data in {data_dir})")
     print(f"  {'process':<14} {'pid':>8} {'port':>6}  state")
     for child in state["children"]:
-        alive = "running" if child["pid"] and _alive(child["pid"]) else "DOWN"
+        alive = "running" if child["pid"] and process_alive(child["pid"]) else "DOWN"
         print(f"  {child['name']:<14} {child['pid'] or '-':>8} {child['port'] or '-':>6}  {alive}")
     print(f"  NATS      {state['nats_url']}")
     print(f"  FalkorDB  {state['redis_url']}")
@@ -198,16 +199,6 @@ async def _status(args: argparse.Namespace) -> int:
     finally:
         await graph.aclose()
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _say(message: str) -> None:

@@ -164,10 +164,13 @@ def _owner_alive(path: Path) -> bool:
         pid = int(path.read_text().strip() or 0)
     except (OSError, ValueError):
         return False
-    if pid <= 0:
-        return False
+    return pid > 0 and process_alive(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended: only nobody has reaped it yet)."""
     if Path("/proc").is_dir():
-        try:  # a zombie has ended, only nobody has reaped it yet
+        try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
         except (OSError, IndexError):
             return False
