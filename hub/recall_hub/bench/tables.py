@@ -200,9 +200,15 @@ def documents(root: Path) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
 
 
+def refreshed(root: Path, records: Sequence[Record]) -> dict[Path, str]:
+    """The documents under ``root`` whose tables differ from what the results files give, with their new text."""
+    texts = {path: path.read_text() for path in documents(root)}
+    fresh = {path: rendered(text, records) for path, text in texts.items()}
+    return {path: text for path, text in fresh.items() if text != texts[path]}
+
+
 def stale(root: Path, records: Sequence[Record]) -> list[Path]:
-    """The documents under ``root`` whose tables differ from what the results files give."""
-    return [path for path in documents(root) if rendered(path.read_text(), records) != path.read_text()]
+    return list(refreshed(root, records))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,13 +217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only list the documents whose tables are stale")
     args = parser.parse_args(argv)
     records = load(args.root / RESULTS_DIR)
-    outdated = stale(args.root, records)
+    outdated = refreshed(args.root, records)
     if args.check:
         for path in outdated:
             print(f"stale: {path}", file=sys.stderr)
         return 1 if outdated else 0
-    for path in outdated:
-        path.write_text(rendered(path.read_text(), records))
+    for path, text in outdated.items():
+        path.write_text(text)
         print(f"rewrote {path}", file=sys.stderr)
     return 0
 
