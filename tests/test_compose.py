@@ -55,3 +55,12 @@ def test_the_hub_serves_metrics_and_health_where_compose_looks(monkeypatch: pyte
     assert [(t["names"], t["port"]) for t in targets] == [(["hub"], settings.metrics_port)]
     grafana = compose["services"]["grafana"]["volumes"]
     assert any(v.startswith("./grafana/recall-hub.json:") for v in grafana)
+
+
+def test_compose_starts_falkordb_as_the_embedded_stack_does() -> None:
+    """No query telemetry, and every write replicated as its text (docs/operations.md, Durability)."""
+    import yaml
+    from recall_hub.store.graph import FALKORDB_ARGS
+
+    compose = yaml.safe_load((COMPOSE / "docker-compose.yml").read_text())
+    assert compose["services"]["falkordb"]["environment"]["FALKORDB_ARGS"].split() == list(FALKORDB_ARGS)

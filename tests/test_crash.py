@@ -5,6 +5,10 @@ process is killed with SIGKILL and started again. Afterwards every acknowledged 
 exactly once and its after-commit work is complete: a vector in its scope, its FOLLOWS_FROM link,
 exactly one `created` entry in its change log; nothing is left in the outbox. No title is ever
 stored twice, acknowledged or not.
+
+Underneath, the graph FalkorDB replays from its AOF is the graph that was written, even when concurrent
+writes introduce property names, labels and relationship types at once (replicated as effects, FalkorDB 4.x
+replays those under the wrong names: the hub has every write replicated as its text).
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
 from recall_hub.store.feed import feed_scope
+from recall_hub.store.graph import VERBATIM_ABOVE_US, GraphStore, params_header
 from recall_hub.store.vectors import scope_of
 from recall_hub.tooling.stack import EmbeddedStack, free_port
 from recall_schemas import RecallError, new_id
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
 
 EMBEDDER = {"RECALL_EMBEDDER__KIND": "hash"}  # the same in the hub processes and in the checks below
 WRITERS = 4
@@ -200,6 +207,60 @@ async def test_kill_9_of_redis_and_falkordb_during_writes_loses_and_duplicates_n
             await _check(settings, load)
         finally:
             _stop(hub)
+
+
+async def _write_new_names(redis_url: str, writer: int, queries: int) -> None:
+    """Writes that each bring property names, a label and a relationship type no earlier write used."""
+    client = Redis.from_url(redis_url)
+    try:
+        for i in range(queries):
+            props = {"k": f"{writer}-{i}", f"w{writer}_{i % 40}": i, f"shared_{(writer * 7 + i) % 90}": "x" * (i % 30)}
+            await client.execute_command(  # type: ignore[no-untyped-call]
+                "GRAPH.QUERY", "replayed", params_header({"p": props}) +
+                "MERGE (n:N {k: $p.k}) ON CREATE SET n += $p WITH n FOREACH (_ IN [1] | "
+                f"CREATE (n)-[:R{writer}_{i % 5} {{at: {i}}}]->(:L{i % 9} {{v{writer}_{i % 7}: $p.k}}))",
+            )
+    finally:
+        await client.aclose()
+
+
+def _graph_as_written(redis_url: str) -> list[tuple[object, ...]]:
+    client = SyncRedis.from_url(redis_url)
+    try:
+        rows = client.execute_command(
+            "GRAPH.RO_QUERY", "replayed",
+            "MATCH (n:N)-[r]->(m) RETURN n.k, properties(n), type(r), properties(r), labels(m), properties(m) "
+            "ORDER BY n.k",
+        )
+    finally:
+        client.close()
+    return [tuple(row) for row in rows[1]]
+
+
+async def test_a_graph_replayed_from_its_aof_is_the_graph_that_was_written(tmp_path: Path):
+    with EmbeddedStack(tmp_path / "stack") as stack:
+        await asyncio.gather(*(_write_new_names(stack.redis_url, writer, 150) for writer in range(12)))
+        written = _graph_as_written(stack.redis_url)
+        stack.restart("redis-server", kill=True)
+        replayed = _graph_as_written(stack.redis_url)
+    assert len(written) == 12 * 150
+    assert [row for row, again in zip(written, replayed, strict=True) if row != again] == []
+
+
+async def test_the_hub_has_every_write_replicated_as_its_text(stack: EmbeddedStack, caplog: pytest.LogCaptureFixture):
+    """A FalkorDB started without the setting (one the hub did not start) gets it from the first hub that
+    connects, with a warning saying how to start it."""
+    graph = GraphStore(stack.redis_url, "replication_setting")
+    try:
+        await graph.server.execute_command("GRAPH.CONFIG", "SET", "EFFECTS_THRESHOLD", 300)  # FalkorDB's default
+        assert not await graph.replicates_writes_as_text()
+        await graph.ensure_schema()
+        assert await graph.replicates_writes_as_text()
+        reply = await graph.server.execute_command("GRAPH.CONFIG", "GET", "EFFECTS_THRESHOLD")
+        assert int(reply[1]) == VERBATIM_ABOVE_US
+        assert "Start it with `EFFECTS_THRESHOLD" in caplog.text
+    finally:
+        await graph.aclose()
 
 
 def _port_free(port: int) -> bool:

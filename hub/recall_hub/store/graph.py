@@ -22,6 +22,18 @@ from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
+VERBATIM_ABOVE_US = 1_000_000_000
+"""FalkorDB's ``EFFECTS_THRESHOLD`` the hub needs: above it, a write query reaches the AOF and replicas as its
+*effects* instead of its text. FalkorDB 4.x numbers a new property name while a query runs, before it commits,
+so two writes that create names at once can commit in the other order; effects name properties by number, and a
+replay (a restart from the AOF, a replica) then files values under the wrong names. Replicated as text, every
+write is replayed in commit order and numbers its names again. So every write goes as text: no write takes
+1,000 s."""
+
+FALKORDB_ARGS = ("CMD_INFO", "no", "EFFECTS_THRESHOLD", str(VERBATIM_ABOVE_US))
+"""The module arguments every FalkorDB the hub's tooling starts gets: no query telemetry (it would keep every
+query's parameters, bead text included, in a stream) and writes replicated as text (:data:`VERBATIM_ABOVE_US`)."""
+
 
 def params_header(params: dict[str, Any]) -> str:
     """The ``CYPHER name=value …`` header that carries a query's parameters (as FalkorDB's own client writes it,
@@ -94,6 +106,8 @@ class GraphStore:
         )
 
     async def ensure_schema(self) -> None:
+        """Writes replicated as text (:data:`VERBATIM_ABOVE_US`), then the indexes."""
+        await self._ensure_writes_replicated_as_text()
         existing = await self._existing_indexes()
         for statement in INDEXES:
             label, prop = _index_target(statement)
@@ -105,6 +119,25 @@ class GraphStore:
                         raise
         if ("Bead", "title", "fulltext") in existing:
             await self.query(DROP_FULLTEXT)
+
+    async def _ensure_writes_replicated_as_text(self) -> None:
+        try:
+            if await self.replicates_writes_as_text():
+                return
+            await self.replicate_writes_as_text()
+        except redis.exceptions.ResponseError as exc:
+            log.error(
+                "FalkorDB replicates long writes as effects and refused EFFECTS_THRESHOLD %d (%s): after a restart "
+                "from its AOF, or on a replica, properties written by concurrent queries can carry the wrong names. "
+                "Start it with `EFFECTS_THRESHOLD %d`.", VERBATIM_ABOVE_US, exc, VERBATIM_ABOVE_US,
+            )
+            return
+        log.warning(
+            "FalkorDB was started replicating long writes as effects, which a restart from its AOF or a replica can "
+            "replay with properties under the wrong names; the hub set EFFECTS_THRESHOLD %d until it restarts. "
+            "Start it with `EFFECTS_THRESHOLD %d` (the embedded stack and compose/ do).",
+            VERBATIM_ABOVE_US, VERBATIM_ABOVE_US,
+        )
 
     async def _existing_indexes(self) -> set[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
@@ -189,6 +222,18 @@ class GraphStore:
         except redis.exceptions.ResponseError:
             return False  # a FalkorDB without the setting
         return setting in (1, True, "yes", b"yes")
+
+    async def replicates_writes_as_text(self) -> bool:
+        """Whether every write reaches the AOF and replicas as its query text (:data:`VERBATIM_ABOVE_US`)."""
+        try:
+            setting = await self._db.config_get("EFFECTS_THRESHOLD")
+        except redis.exceptions.ResponseError:
+            return True  # a FalkorDB without effects replication
+        return int(setting) >= VERBATIM_ABOVE_US
+
+    async def replicate_writes_as_text(self) -> None:
+        """Set :data:`VERBATIM_ABOVE_US` on the running server (it lasts until the server restarts)."""
+        await self._db.config_set("EFFECTS_THRESHOLD", VERBATIM_ABOVE_US)
 
     async def ping(self) -> None:
         try:

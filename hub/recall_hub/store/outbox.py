@@ -14,6 +14,7 @@ lock, so concurrent writes of one bead are worked off one at a time, in commit o
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +50,9 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     """A Cypher ``CREATE`` of one outbox entry, to splice into the write it follows.
 
     ``after`` is the variable holding the bead after the write (None for a delete), ``before`` the
-    property map before it (None for a create). Parameters ``$ob_at`` and ``$caller`` must be bound;
-    the entry id is made by the graph (``randomUUID``), so one query can record many entries.
+    property map before it (None for a create). Parameters ``$ob_at``, ``$ob_id`` and ``$caller`` must be
+    bound (:func:`record_params`). The entry id is the query's ``$ob_id`` with the kind and the bead: unique
+    without a random function in the query, which a replay (a restart from the AOF, a replica) would draw again.
     """
     bead = after or before
     assert bead is not None
@@ -58,16 +60,14 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     new_feed = feed_scope_of(after) if after else "null"
     old_vec = f"coalesce({before}.vec_scope, {vector_scope_of(before)})" if before else "null"
     return (
-        "CREATE (:Outbox {entry_id: randomUUID(), at: $ob_at, kind: '" + kind + "', "
+        f"CREATE (:Outbox {{entry_id: $ob_id + ':{kind}:' + {bead}.bead_id, at: $ob_at, kind: '{kind}', "
         f"bead_id: {bead}.bead_id, by: $caller, old_feed: {old_feed}, new_feed: {new_feed}, "
         f"old_vec: {old_vec}, text_changed: {text_changed}, attempts: 0, retry_at: 0, error: ''}})"
     )
 
 
-
-
 def record_params() -> dict[str, Any]:
-    return {"ob_at": now_ms()}
+    return {"ob_at": now_ms(), "ob_id": uuid.uuid4().hex}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import redis
 
+from recall_hub.store.graph import FALKORDB_ARGS
 from recall_hub.tooling.stack import (
     StackError,
     _wait_for_redis,
@@ -53,7 +54,7 @@ class RedisNode:
             "--appendonly", "yes" if self.appendonly else "no", "--save", "", "--protected-mode", "no",
             # A replica's full sync starts at once, not after Redis's default 5 s wait for more replicas.
             "--repl-diskless-sync-delay", "0",
-            "--loadmodule", module, "CMD_INFO", "no",  # no query telemetry: it would keep bead text (the stack's)
+            "--loadmodule", module, *FALKORDB_ARGS,
         ]
         if self.replica_of is not None:
             cmd += ["--replicaof", self.replica_of.host, str(self.replica_of.port)]

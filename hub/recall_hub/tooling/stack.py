@@ -32,6 +32,8 @@ from typing import IO, Any, TypedDict
 
 import platformdirs
 
+from recall_hub.store.graph import FALKORDB_ARGS
+
 log = logging.getLogger(__name__)
 
 NATS_MAX_PENDING = 512 << 20
@@ -416,8 +418,7 @@ class EmbeddedStack:
             "--appendfsync", self.redis_appendfsync,
             "--save", "",
             "--protected-mode", "no",
-            "--loadmodule", falkordb_module,
-            "CMD_INFO", "no",  # FalkorDB would keep every query, parameters and so bead text included, in a stream
+            "--loadmodule", falkordb_module, *FALKORDB_ARGS,
         ]
         port = self.redis_port
         return Child("redis-server", cmd, port, lambda proc, timeout: _wait_for_redis(self.host, port, proc, timeout))
