@@ -47,6 +47,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.2, 0.6)},
     **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}} for k in (0.5, 0.6, 0.8)},
     **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 100)},
+    **{f"bm25L.{n}": {"recall_hub.store.bm25.REFERENCE_LENGTH": n} for n in (60, 150, 200, 300)},
+    "depth.200": {"recall_hub.store.bm25.RESCORE_DEPTH": 200},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
 

@@ -393,9 +393,9 @@ async def test_a_word_finds_exactly_the_callers_beads_that_hold_it_and_equal_tex
 
 
 async def test_beads_in_scopes_the_caller_may_not_see_move_none_of_its_scores() -> None:
-    """Scores use the statistics of the caller's scopes: beads holding the same words in scopes it cannot see
-    change neither what its search finds nor the scores (with a filter or without). Every text has the same
-    length, so the whole index's mean length — the one figure not taken in scope — stays put."""
+    """Scores use the statistics of the caller's scopes and a fixed reference length: beads holding the same
+    words in scopes it cannot see, in texts of any length, change neither what its search finds nor the
+    scores (with a filter or without)."""
     from typing import cast
 
     from recall_hub.store.beads import BeadStore
@@ -407,16 +407,16 @@ async def test_beads_in_scopes_the_caller_may_not_see_move_none_of_its_scores() 
     others = ["group:g_2", "private:a_2"]
     vocabulary = [f"w{i}" for i in range(30)]
 
-    def bead(i: int, scope: str) -> dict[str, object]:
+    def bead(i: int, scope: str, words: int) -> dict[str, object]:
         kind, _, owner = scope.partition(":")
         return {
-            "bead_id": f"b_{i:04d}", "title": " ".join(rng.choices(vocabulary, k=8)), "visibility": kind,
+            "bead_id": f"b_{i:04d}", "title": " ".join(rng.choices(vocabulary, k=words)), "visibility": kind,
             "group_id": owner if kind == "group" else None, "created_by": owner if kind == "private" else "a_0",
             "tags": [rng.choice(["t", "u"])], "importance": 5, "created_at": i,
         }
 
-    visible = [bead(i, rng.choice(mine)) for i in range(300)]
-    hidden = [bead(1000 + i, rng.choice(others)) for i in range(300)]
+    visible = [bead(i, rng.choice(mine), rng.randint(3, 20)) for i in range(300)]
+    hidden = [bead(1000 + i, rng.choice(others), rng.randint(20, 400)) for i in range(300)]
     alone = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
     await alone.load(visible)
     shared = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
@@ -429,3 +429,41 @@ async def test_beads_in_scopes_the_caller_may_not_see_move_none_of_its_scores() 
         found = dict(shared.search(scopes, words, filters, limit=600))
         assert found.keys() == expected.keys()
         assert all(found[b] == pytest.approx(expected[b], rel=1e-4) for b in found), (found, expected)
+
+
+async def test_a_score_is_bm25_against_the_reference_length_whatever_else_the_index_holds() -> None:
+    """Okapi BM25 with k1 = 1.2, b = 0.75 and the in-scope IDF, each text normalised against the reference
+    length: a word said once in a short turn outweighs the same word once in a long one, and a text as
+    long as the reference scores as BM25 says for an average-length text."""
+    import math
+    from typing import cast
+
+    from recall_hub.store import bm25
+    from recall_hub.store.beads import BeadStore
+    from recall_hub.store.index_log import IndexLog
+    from recall_hub.store.keyword_index import KeywordIndex
+
+    length = int(bm25.REFERENCE_LENGTH)
+    texts = {
+        "b_short": "harbor walk",
+        "b_reference": "harbor " + " ".join(f"filler{i}" for i in range(length - 1)),
+        "b_long": "harbor harbor " + " ".join(f"other{i}" for i in range(4 * length - 2)),
+        "b_none": "nothing here",
+    }
+    index = KeywordIndex(cast(BeadStore, None), cast(IndexLog, None))
+    await index.load([
+        {"bead_id": bead_id, "title": text, "visibility": "global", "created_by": "a_1", "created_at": i}
+        for i, (bead_id, text) in enumerate(texts.items())
+    ])
+    found = dict(index.search(["global"], ["harbor"], BeadFilters(), limit=10))
+    idf = math.log(1 + (4 - 3 + 0.5) / (3 + 0.5))
+    k1, b = bm25.K1, bm25.B
+
+    def expected(tf: int, words: int) -> float:
+        return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * words / length))
+
+    assert set(found) == {"b_short", "b_reference", "b_long"}
+    assert found["b_short"] == pytest.approx(expected(1, 2), rel=1e-4)
+    assert found["b_reference"] == pytest.approx(idf, rel=1e-4)  # tf 1 at the reference length: the IDF itself
+    assert found["b_long"] == pytest.approx(expected(2, 4 * length), rel=1e-4)
+    assert found["b_short"] > found["b_reference"] > found["b_long"]

@@ -17,12 +17,13 @@ returned is still read from the graph, visibility checked in that query
 Scores are Okapi BM25 with the term statistics *of the caller's scopes*: a word's document frequency
 there is the sum of its scoped terms' (read from the term dictionary, like the scopes' sizes: no
 counting at query time), and the query weighs each word by the ratio of that in-scope IDF to the whole
-index's IDF — so tantivy's own BM25 (term frequency and length normalisation), computed and ranked in
-one query, comes out with the in-scope IDF. So a score tells nothing about beads the caller cannot see
-(a whole-index IDF would say whether some invisible bead holds a word); only the mean document length of
-the whole index enters the length normalisation. Like tantivy's and Lucene's own statistics, the term
-dictionary counts a replaced or deleted document until its segment merges. With filters (tags, type,
-...) the in-scope figures are counted by queries instead, once per commit.
+index's IDF, so that tantivy's own BM25 finds the best candidates in one query with the in-scope IDF.
+Those candidates are then scored again (:mod:`recall_hub.store.bm25`) with the same IDF and each text
+normalised against a fixed reference length instead of the whole index's mean length. So a score tells
+nothing about beads the caller cannot see (a whole-index IDF would say whether some invisible bead holds a
+word, a whole-index mean how long everyone else's texts are). Like tantivy's and Lucene's own statistics,
+the term dictionary counts a replaced or deleted document until its segment merges. With filters (tags,
+type, ...) the in-scope figures are counted by queries instead, once per commit.
 
 The index is kept current from :mod:`recall_hub.store.index_log`: :meth:`KeywordIndex.catch_up`
 applies every entry after the last applied one (reading each named bead's current state), commits,
@@ -46,7 +47,9 @@ import tantivy
 from recall_schemas import BeadFilters, BeadStatus, BeadType, Provenance
 from recall_schemas.requests import index_seq_key as seq_key
 
+from recall_hub.store import bm25
 from recall_hub.store.beads import BeadStore
+from recall_hub.store.bm25 import WordCounts
 from recall_hub.store.index_log import REBUILD, ZERO, IndexLog
 from recall_hub.store.validity import OPEN_END, OPEN_START, validity_attributes
 from recall_hub.store.vectors import scope_of
@@ -114,11 +117,14 @@ def _schema() -> tantivy.Schema:
 
 class _Rows:
     """Each bead id's number in this process, held by its document in a column: the ids of a hundred hits
-    come out of one column read instead of a hundred stored-document reads."""
+    come out of one column read instead of a hundred stored-document reads. With each bead's counted words
+    (:class:`~recall_hub.store.bm25.WordCounts`), which rank the hits: they change with the documents (a
+    moment ahead of the searcher at most), and a rebuild starts both afresh."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self._of: dict[str, int] = {}
+        self.words = WordCounts()
 
     def row(self, bead_id: str) -> int:
         found = self._of.get(bead_id)
@@ -382,6 +388,8 @@ class KeywordIndex:
                 self._writer.delete_documents_by_term("bead_id", bead_id)
             if props is not None:
                 self._writer.add_document(self._document(props, before, rows))
+            else:
+                (rows or self._view.rows).words.drop(bead_id)
 
     def _context_key_of(self, bead_id: str) -> str | None:
         """The key of the words a committed document holds from the beads it follows (None: not committed)."""
@@ -417,10 +425,15 @@ class KeywordIndex:
         doc.add_text("bead_id", str(props["bead_id"]))
         doc.add_unsigned("row", (rows or self._view.rows).row(str(props["bead_id"])))
         scope = scope_of(props)
-        doc.add_text("text", self._scoped_words(scope, document_text(props)))
+        words = self._analyzer.analyze(document_text(props))
+        doc.add_text("text", " ".join(f"{scope}{SCOPED}{word}" for word in words))
+        context: list[str] = []
         for before_id, text in (before or {}).items():
             doc.add_text("follows", before_id)
-            doc.add_text("context", self._scoped_words(scope, text))
+            before_words = self._analyzer.analyze(text)
+            context += before_words
+            doc.add_text("context", " ".join(f"{scope}{SCOPED}{word}" for word in before_words))
+        (rows or self._view.rows).words.set(str(props["bead_id"]), words, context)
         doc.add_text("context_key", _context_key(before or {}))
         doc.add_text("scope", scope)
         for name in ("bead_type", "status", "session_id", "created_by", "group_id"):
@@ -440,9 +453,6 @@ class KeywordIndex:
         for name, value in validity_attributes(props).items():
             doc.add_integer(name, value)
         return doc
-
-    def _scoped_words(self, scope: str, text: str) -> str:
-        return " ".join(f"{scope}{SCOPED}{word}" for word in self._analyzer.analyze(text))
 
     # --- search -----------------------------------------------------------------------------------
 
@@ -471,6 +481,7 @@ class KeywordIndex:
             return [], {}
         everywhere = max(searcher.num_docs, 1)
         weighted = []
+        idfs: dict[str, float] = {}
         for token in dict.fromkeys(t for term in terms for t in self._analyzer.analyze(term)):
             # (scoped term, its document frequency in the whole index) for each scope that holds the word
             scoped = [f"{scope}{SCOPED}{token}" for scope in scopes]
@@ -487,6 +498,7 @@ class KeywordIndex:
             # tantivy scores each scoped term with its own IDF in the whole index; the boost turns it into
             # the word's IDF in the caller's scopes.
             idf = _idf(in_scope, df_scope)
+            idfs[token] = idf
             weighted += [
                 (tantivy.Occur.Should, tantivy.Query.boost_query(word, idf / _idf(everywhere, df)))
                 for word, (_, df) in zip(words, found, strict=True)
@@ -501,13 +513,16 @@ class KeywordIndex:
             return [], {}
         unscored = [tantivy.Query.const_score_query(q, 0.0) for q in narrowed]
         query = _all_of([tantivy.Query.boolean_query(weighted), *unscored])
-        hits = searcher.search(query, limit=limit, count=False).hits
+        hits = searcher.search(query, limit=max(limit, bm25.RESCORE_DEPTH), count=False).hits
         screened = view.screened([address for _, address in hits])
+        scores = view.rows.words.scores([bead_id for bead_id, _ in screened], idfs, self.context_weight)
         # Two beads with the same words score the same up to tantivy's f32 rounding of their scopes' boosts:
         # five significant digits make them tie, and the bead id decides, whatever scopes they are in.
-        ranked = [(bead_id, float(f"{score:.5g}")) for (bead_id, _), (score, _) in zip(screened, hits, strict=True)]
+        ranked = [(bead_id, float(f"{score:.5g}")) for (bead_id, _), score in zip(screened, scores, strict=True)]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
-        return ranked, dict(screened)
+        ranked = ranked[:limit]
+        kept = {bead_id for bead_id, _ in ranked}
+        return ranked, {bead_id: seen for bead_id, seen in screened if bead_id in kept}
 
     def session_edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one

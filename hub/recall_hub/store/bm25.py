@@ -1,0 +1,111 @@
+"""Okapi BM25 against a fixed reference length: how the keyword index ranks the candidates tantivy finds.
+
+tantivy scores BM25 with the mean length of the *whole* index in its length normalisation, and takes no other
+reference. So a group's ranking depended on what every other group wrote (a team of short chat turns in a hub
+that also holds long documents had its short turns barely normalised), and no team's ranking was its own. Here
+every text is normalised against :data:`REFERENCE_LENGTH` tokens instead, whatever the index holds:
+
+    score(d) = Σ_w idf(w) · tf(w, d) · (k1 + 1) / (tf(w, d) + k1 · (1 − b + b · |d| / REFERENCE_LENGTH))
+
+with tantivy's k1 and b, the in-scope IDF the keyword index computes, and the same again, weighed down, for the
+words a bead holds from the beads it follows (its context). tantivy still finds the candidates (the best
+:data:`RESCORE_DEPTH` by its own BM25, inside the caller's scopes and filters); their words are counted here,
+per bead, as (hash, count) pairs, so a search rescores a hundred candidates in a few vector operations.
+
+The reference length was chosen on both retrieval dev sets together (docs/retrieval.md, "BM25 against a fixed
+reference length"): short chat turns (LoCoMo, ~25 tokens) rank better normalised more weakly than against their
+own mean, long chats with short answers (LongMemEval, ~330 tokens, answers in short user turns) better
+normalised more strongly than against theirs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+K1 = 1.2
+B = 0.75
+"""tantivy's (and Lucene's) BM25 constants."""
+REFERENCE_LENGTH = 100.0
+"""Tokens a text is normalised against (tantivy's analyser: stemmed words); chosen by cross-validation over
+both dev sets among 60, 100, 150, 200 and 300 (docs/retrieval.md)."""
+RESCORE_DEPTH = 100
+"""Candidates tantivy gives for rescoring (at least the search's limit): 200 ranked every dev-set question alike."""
+
+_Hashes = npt.NDArray[np.uint32]
+
+
+def word_hash(word: str) -> int:
+    return zlib.crc32(word.encode())
+
+
+class _Words:
+    """One text's distinct words (hashes, sorted) with their counts, and its length in words."""
+
+    __slots__ = ("counts", "hashes", "length")
+
+    def __init__(self, words: Sequence[str]) -> None:
+        counted = sorted(Counter(word_hash(word) for word in words).items())
+        self.hashes: _Hashes = np.fromiter((h for h, _ in counted), dtype=np.uint32, count=len(counted))
+        self.counts = np.fromiter((c for _, c in counted), dtype=np.float32, count=len(counted))
+        self.length = len(words)
+
+
+_EMPTY = _Words(())
+
+
+class WordCounts:
+    """The words of every indexed bead, by bead id: its own text and its context."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, tuple[_Words, _Words]] = {}
+
+    def set(self, bead_id: str, text: Sequence[str], context: Sequence[str]) -> None:
+        self._of[bead_id] = (_Words(text), _Words(context) if context else _EMPTY)
+
+    def drop(self, bead_id: str) -> None:
+        self._of.pop(bead_id, None)
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+    def scores(self, bead_ids: Sequence[str], idfs: Mapping[str, float], context_weight: float) -> list[float]:
+        """BM25 of each of ``bead_ids`` for the words ``idfs`` (word -> its IDF in the caller's scopes)."""
+        if not bead_ids or not idfs:
+            return [0.0] * len(bead_ids)
+        pairs = [self._of.get(bead_id, (_EMPTY, _EMPTY)) for bead_id in bead_ids]
+        query = sorted((word_hash(word), idf) for word, idf in idfs.items())
+        query_hashes = np.array([h for h, _ in query], dtype=np.uint32)
+        query_idfs = np.array([idf for _, idf in query], dtype=np.float64)
+        total = _field([text for text, _ in pairs], query_hashes, query_idfs)
+        if context_weight > 0:
+            total += context_weight * _field([context for _, context in pairs], query_hashes, query_idfs)
+        return [float(score) for score in total]
+
+
+def _field(
+    texts: Sequence[_Words], query_hashes: _Hashes, query_idfs: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """BM25 of each text (one field of each candidate) for the query's words."""
+    sizes = np.fromiter((len(t.hashes) for t in texts), dtype=np.int64, count=len(texts))
+    scores = np.zeros(len(texts), dtype=np.float64)
+    if not sizes.any():
+        return scores
+    hashes = np.concatenate([t.hashes for t in texts])
+    counts = np.concatenate([t.counts for t in texts])
+    owner = np.repeat(np.arange(len(texts)), sizes)
+    at = np.searchsorted(query_hashes, hashes)
+    at[at == len(query_hashes)] = 0
+    matched = query_hashes[at] == hashes
+    if not matched.any():
+        return scores
+    tf = counts[matched].astype(np.float64)
+    owner = owner[matched]
+    lengths = np.fromiter((t.length for t in texts), dtype=np.float64, count=len(texts))[owner]
+    norm = K1 * (1 - B + B * lengths / REFERENCE_LENGTH)
+    contribution = query_idfs[at[matched]] * tf * (K1 + 1) / (tf + norm)
+    return np.bincount(owner, weights=contribution, minlength=len(texts)).astype(np.float64)
