@@ -20,6 +20,7 @@ normalised more strongly than against theirs.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,35 +38,33 @@ RESCORE_DEPTH = 100
 """Candidates tantivy gives for rescoring (at least the search's limit): 200 ranked every dev-set question alike."""
 
 _Hashes = npt.NDArray[np.uint32]
+_HEADER = struct.Struct("<I")
+_NO_WORDS = b""
 
 
 def word_hash(word: str) -> int:
     return zlib.crc32(word.encode())
 
 
-class _Words:
-    """One text's distinct words (hashes, sorted) with their counts, and its length in words."""
-
-    __slots__ = ("counts", "hashes", "length")
-
-    def __init__(self, words: Sequence[str]) -> None:
-        counted = sorted(Counter(word_hash(word) for word in words).items())
-        self.hashes: _Hashes = np.fromiter((h for h, _ in counted), dtype=np.uint32, count=len(counted))
-        self.counts = np.fromiter((c for _, c in counted), dtype=np.float32, count=len(counted))
-        self.length = len(words)
-
-
-_EMPTY = _Words(())
+def _packed(words: Sequence[str]) -> bytes:
+    """One text's words as bytes: its length in words, then its distinct words' hashes (sorted, 4 bytes each)
+    and their counts (2 bytes each). A bytes object per text keeps a bead's words in ~6 bytes a distinct word."""
+    if not words:
+        return _NO_WORDS
+    counted = sorted(Counter(word_hash(word) for word in words).items())
+    hashes = np.fromiter((h for h, _ in counted), dtype="<u4", count=len(counted))
+    counts = np.fromiter((min(c, 65535) for _, c in counted), dtype="<u2", count=len(counted))
+    return _HEADER.pack(len(words)) + hashes.tobytes() + counts.tobytes()
 
 
 class WordCounts:
     """The words of every indexed bead, by bead id: its own text and its context."""
 
     def __init__(self) -> None:
-        self._of: dict[str, tuple[_Words, _Words]] = {}
+        self._of: dict[str, tuple[bytes, bytes]] = {}
 
     def set(self, bead_id: str, text: Sequence[str], context: Sequence[str]) -> None:
-        self._of[bead_id] = (_Words(text), _Words(context) if context else _EMPTY)
+        self._of[bead_id] = (_packed(text), _packed(context))
 
     def drop(self, bead_id: str) -> None:
         self._of.pop(bead_id, None)
@@ -77,7 +76,7 @@ class WordCounts:
         """BM25 of each of ``bead_ids`` for the words ``idfs`` (word -> its IDF in the caller's scopes)."""
         if not bead_ids or not idfs:
             return [0.0] * len(bead_ids)
-        pairs = [self._of.get(bead_id, (_EMPTY, _EMPTY)) for bead_id in bead_ids]
+        pairs = [self._of.get(bead_id, (_NO_WORDS, _NO_WORDS)) for bead_id in bead_ids]
         query = sorted((word_hash(word), idf) for word, idf in idfs.items())
         query_hashes = np.array([h for h, _ in query], dtype=np.uint32)
         query_idfs = np.array([idf for _, idf in query], dtype=np.float64)
@@ -88,16 +87,17 @@ class WordCounts:
 
 
 def _field(
-    texts: Sequence[_Words], query_hashes: _Hashes, query_idfs: npt.NDArray[np.float64]
+    texts: Sequence[bytes], query_hashes: _Hashes, query_idfs: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
-    """BM25 of each text (one field of each candidate) for the query's words."""
-    sizes = np.fromiter((len(t.hashes) for t in texts), dtype=np.int64, count=len(texts))
+    """BM25 of each text (one field of each candidate, :func:`_packed`) for the query's words."""
     scores = np.zeros(len(texts), dtype=np.float64)
-    if not sizes.any():
+    distinct = [(len(t) - _HEADER.size) // 6 if t else 0 for t in texts]
+    if not any(distinct):
         return scores
-    hashes = np.concatenate([t.hashes for t in texts])
-    counts = np.concatenate([t.counts for t in texts])
-    owner = np.repeat(np.arange(len(texts)), sizes)
+    ends = [_HEADER.size + 4 * n for n in distinct]
+    hashes = np.frombuffer(b"".join(t[_HEADER.size:end] for t, end in zip(texts, ends, strict=True)), dtype="<u4")
+    counts = np.frombuffer(b"".join(t[end:] for t, end in zip(texts, ends, strict=True)), dtype="<u2")
+    owner = np.repeat(np.arange(len(texts)), distinct)
     at = np.searchsorted(query_hashes, hashes)
     at[at == len(query_hashes)] = 0
     matched = query_hashes[at] == hashes
@@ -105,7 +105,7 @@ def _field(
         return scores
     tf = counts[matched].astype(np.float64)
     owner = owner[matched]
-    lengths = np.fromiter((t.length for t in texts), dtype=np.float64, count=len(texts))[owner]
+    lengths = np.array([_HEADER.unpack_from(t)[0] if t else 0 for t in texts], dtype=np.float64)[owner]
     norm = K1 * (1 - B + B * lengths / REFERENCE_LENGTH)
     contribution = query_idfs[at[matched]] * tf * (K1 + 1) / (tf + norm)
     return np.bincount(owner, weights=contribution, minlength=len(texts)).astype(np.float64)
