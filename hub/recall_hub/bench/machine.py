@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import math
@@ -62,8 +63,11 @@ def _changed_files() -> list[str]:
     return [line[3:] for line in status.splitlines() if line.strip()]
 
 
+@functools.cache
 def commit() -> str:
-    """The checkout's short commit, with ``+`` if files it tracks have changed; ``?`` outside a git checkout."""
+    """The checkout's short commit, with ``+`` if files it tracks have changed; ``?`` outside a git checkout.
+    Read once per process: a run reads it at its start (:func:`recall_hub.tooling.cli.main`), so a commit made
+    while it runs is not taken for the code it loaded."""
     sha = _git("rev-parse", "--short", "HEAD")
     if sha is None:
         return "?"

@@ -779,6 +779,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recall: {exc}", file=sys.stderr)
         return 2
     configure_logging(logging.DEBUG if args.verbose else logging.INFO, log_format)
+    if getattr(args, "results_dir", None) is not None and not args.no_save:
+        from recall_hub.bench.machine import commit
+
+        commit()  # the code this run loads, before anyone commits more (a results file names it)
     if getattr(args, "sync", False):
         return int(args.run(args))
     try:
