@@ -363,6 +363,28 @@ async def test_a_search_with_a_date_expression_ranks_what_falls_in_it_higher_and
 
 
 
+async def test_a_bead_of_the_window_is_found_behind_more_beads_of_other_times_than_a_search_reads(
+    connect: ClientFactory,
+) -> None:
+    """Each list is read to a depth (50) before fusion; a question naming a month also reads the beads dated in
+    it, scored as their list scores them, so a weaker bead of then still comes first."""
+    me = await connect(new_ai())
+    word = _word()
+    other_times = [
+        {"title": f"Hiked the ridge trail {word}", "content": f"hiked the ridge trail again {word}, a long hike",
+         "valid_from": _day(2022, 1, 1) + timedelta(days=3 * i)}
+        for i in range(80)
+    ]
+    then = {"title": f"Hiked the ridge trail {word}", "content": "a short walk", "valid_from": _day(2023, 6, 12)}
+    created = await me.create_beads([*other_times, then])
+    in_june = created[-1].bead_id
+    plain = await me.search_beads(f"hiked the ridge trail {word}", limit=60)
+    assert in_june not in [h.bead.bead_id for h in plain.hits]  # below the depth of both lists
+    dated = await me.search_beads(f"when did I hike the ridge trail in June 2023 {word}", limit=5)
+    assert dated.hits[0].bead.bead_id == in_june
+    assert any(n.startswith("date: in 2023-06-01..2023-06-30") for n in dated.hits[0].explanation.notes)
+
+
 async def test_date_expressions_are_read_against_the_time_a_question_is_asked(connect: ClientFactory) -> None:
     """A question asked of memories from long ago ("last week", "yesterday" as of then) names its reference
     time; search and context both read the query's dates against it."""

@@ -46,7 +46,8 @@ def query_terms(text: str) -> list[str]:
 
 
 async def keyword_candidates(
-    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int, in_thread: bool = False
+    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int, in_thread: bool = False,
+    within: tuple[int, int] | None = None,
 ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Beads of ``scopes`` (the caller's, see :func:`~recall_hub.retrieval.scopes.searchable_scopes`)
     holding words of ``text``, best BM25 first; scopes and filters apply inside the index query,
@@ -54,7 +55,8 @@ async def keyword_candidates(
     (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`).
 
     ``in_thread``: query the index in a worker thread (tantivy searches without holding the GIL), so the
-    event loop can wait on other reads meanwhile; it costs a thread hand-off, so only worth it then."""
+    event loop can wait on other reads meanwhile; it costs a thread hand-off, so only worth it then.
+    ``within``: only beads dated in ``[start, end)`` (epoch ms), scored as without it."""
     terms = query_terms(text)
     if not terms:
         return [], {}
@@ -62,5 +64,5 @@ async def keyword_candidates(
         await ctx.keywords.catch_up()
     await keyword_index_caught_up(ctx)
     if in_thread:
-        return await asyncio.to_thread(ctx.keywords.search_screened, scopes, terms, filters, limit)
-    return ctx.keywords.search_screened(scopes, terms, filters, limit)
+        return await asyncio.to_thread(ctx.keywords.search_screened, scopes, terms, filters, limit, within)
+    return ctx.keywords.search_screened(scopes, terms, filters, limit, within)

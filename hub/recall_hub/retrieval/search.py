@@ -54,7 +54,7 @@ from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
 from recall_hub.store.records import bead_fields, bead_from_props
-from recall_hub.store.vectors import filter_expression
+from recall_hub.store.vectors import filter_expression, window_expression
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
 
@@ -132,6 +132,9 @@ async def rank(
         if hybrid:
             keyword_list = keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True)
             (lists["keyword"], seen), lists["vector"] = await asyncio.gather(keyword_list, vector_list)
+            if window is not None and window.start is not None and window.end is not None:
+                within = (to_ms(window.start), to_ms(window.end))
+                await _add_dated(ctx, scopes, query, await embedding, filters, depth, within, lists, seen)
         else:
             lists["vector"] = await vector_list
     else:
@@ -171,6 +174,35 @@ async def rank(
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
     hits = await _hydrate(ctx, caller, staged, filters, wanted, now, use_priors, as_of)
     return (await rerank(ctx, query, hits))[:limit]
+
+
+async def _add_dated(
+    ctx: HubContext, scopes: list[str], query: str, vector: Any, filters: BeadFilters, depth: int,
+    within: tuple[int, int], lists: dict[str, list[tuple[str, float]]], seen: dict[str, dict[str, Any]],
+) -> None:
+    """The best candidates dated inside the query's window join each list (in place), scored as the list scores
+    them: a question about a day or a month is answered by a bead of then that both lists may rank below the
+    depth they are read to, behind beads of other times saying the same things."""
+    dated_keyword, dated_vector = await asyncio.gather(
+        keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True, within=within),
+        ctx.vectors.search(scopes, vector, depth, _and(filter_expression(filters), window_expression(*within))),
+    )
+    (keyword_hits, keyword_seen) = dated_keyword
+    seen.update(keyword_seen)
+    lists["keyword"] = _merged(lists["keyword"], keyword_hits)
+    lists["vector"] = _merged(lists["vector"], [(h.bead_id, h.similarity) for h in dated_vector])
+
+
+def _merged(ranked: list[tuple[str, float]], more: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Two lists of ``(bead_id, score)`` of one scoring as one, best first."""
+    scores = dict(ranked)
+    for bead_id, score in more:
+        scores[bead_id] = max(score, scores.get(bead_id, score))
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _and(*expressions: str | None) -> str:
+    return " and ".join(e for e in expressions if e)
 
 
 async def _admit(

@@ -7,7 +7,10 @@ version of then; a bead superseded only later is not demoted.
 So a bead whose words changed since is found by its words of now; its score says nothing of then.
 
 A date window (:mod:`recall_hub.retrieval.dates`) is a bounded boost, never a filter: beads whose
-``valid_from`` (else ``created_at``) falls in it have their relevance multiplied by :data:`DATE_BOOST`.
+``valid_from`` (else ``created_at``) falls in it have their relevance multiplied by :data:`DATE_BOOST`. A
+window with both ends also brings its own candidates: hybrid search reads each list again restricted to the
+window and adds what it finds, scored as that list scores it (:func:`recall_hub.retrieval.search.rank`), so a
+bead of then is ranked even when more beads of other times, saying the same things, fill both lists' depth.
 """
 
 from __future__ import annotations

@@ -464,9 +464,12 @@ class KeywordIndex:
         return self.search_screened(scopes, terms, filters, limit)[0]
 
     def search_screened(
-        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int
+        self, scopes: Sequence[str], terms: Sequence[str], filters: BeadFilters, limit: int,
+        within: tuple[int, int] | None = None,
     ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
-        """:meth:`search`, and what :meth:`screen` would say of the beads found (they passed its test)."""
+        """:meth:`search`, and what :meth:`screen` would say of the beads found (they passed its test).
+        ``within``: only beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``, scored as
+        in the search without it (the statistics stay those of the scopes and filters)."""
         if not scopes or not terms:
             return [], {}
         view = self._view
@@ -512,6 +515,8 @@ class KeywordIndex:
         if not weighted:
             return [], {}
         unscored = [tantivy.Query.const_score_query(q, 0.0) for q in narrowed]
+        if within is not None:
+            unscored.append(tantivy.Query.const_score_query(self._dated(*within), 0.0))
         query = _all_of([tantivy.Query.boolean_query(weighted), *unscored])
         hits = searcher.search(query, limit=max(limit, bm25.RESCORE_DEPTH), count=False).hits
         screened = view.screened([address for _, address in hits])
@@ -555,6 +560,17 @@ class KeywordIndex:
             ).hits
         ]))
         return seen, [bead_id for bead_id in rest if bead_id not in held]
+
+    def _dated(self, start: int, end: int) -> tantivy.Query:
+        """Beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``."""
+        schema, integer = self.schema, tantivy.FieldType.Integer
+        return _any([
+            tantivy.Query.range_query(schema, "valid_from", integer, start, end, include_upper=False),
+            _all_of([
+                tantivy.Query.range_query(schema, "valid_from", integer, OPEN_START, OPEN_START),
+                tantivy.Query.range_query(schema, "created_at", integer, start, end, include_upper=False),
+            ]),
+        ])
 
     def _restriction(self, scopes: Sequence[str], filters: BeadFilters) -> tantivy.Query:
         return _all_of([_any_of(self.schema, "scope", scopes), *self._narrowing(filters)])

@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 
 from recall_hub.store.keys import Keys
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
+from recall_hub.store.validity import OPEN_START
 from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,14 @@ def filter_expression(filters: BeadFilters) -> str | None:
     if filters.valid_at is not None:  # unset ends are stored open (store/validity.py)
         parts.append(f".valid_from <= {to_ms(filters.valid_at)} and .valid_to >= {to_ms(filters.valid_at)}")
     return " and ".join(parts) if parts else None
+
+
+def window_expression(start: int, end: int) -> str:
+    """Vectors of beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)`` (epoch ms)."""
+    return (
+        f"((.valid_from >= {start} and .valid_from < {end}) or "
+        f"(.valid_from == {OPEN_START} and .created_at >= {start} and .created_at < {end}))"
+    )
 
 
 CHUNK_SEPARATOR = "#"
