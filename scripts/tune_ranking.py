@@ -5,6 +5,7 @@
     python scripts/tune_ranking.py --work-dir /tmp/tune --variants base --tag short \
         --setting recall_hub.store.keyword_index.SOME_CONSTANT=50      # what the index is built with
     python scripts/tune_ranking.py --work-dir /tmp/loc --lme-questions 0   # LoCoMo alone
+    python scripts/tune_ranking.py --work-dir /tmp/tune --report-only --save benchmarks/results --note "..."
 
 Both dev sets are ingested once, plainly and through the bus as the evals do (``recall eval locomo --plain``,
 ``recall eval longmemeval``), into an embedded stack kept in ``--work-dir``; a later run reuses it. Each
@@ -35,6 +36,7 @@ from typing import Any
 
 from recall_hub.bench import locomo, longmemeval
 from recall_hub.bench.evalkit import eval_hub
+from recall_hub.bench.records import new_record, save
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRAPH = "tune"
@@ -164,23 +166,23 @@ def folds(keys: dict[str, list[str]], k: int, seed: int = 0) -> list[dict[str, l
     return out
 
 
-def report(results: dict[str, dict[str, dict[str, list[float]]]], k: int) -> str:
+def figures(results: dict[str, dict[str, dict[str, list[float]]]], k: int) -> dict[str, Any]:
+    """Per variant and metric: the mean over the questions and, but for ``base``, the paired difference from
+    ``base`` with its 95% interval; then the cross-validated choice (what a results file keeps)."""
     base = results["base"]
     keys = {"locomo": sorted(base["locomo"]), "lme": sorted(base["lme"])}
     base_rows = metric_rows(base, keys)
     metrics = [m for m in METRICS if base_rows[m]]
-    lines = [f"{'variant':<28}" + "".join(f"{m:>30}" for m in metrics)]
+    variants: dict[str, dict[str, dict[str, float]]] = {}
     for name, result in results.items():
         rows = metric_rows(result, keys)
-        cells = []
+        variants[name] = {}
         for m in metrics:
-            mean = statistics.fmean(rows[m])
-            if name == "base":
-                cells.append(f"{mean:.3f}")
-                continue
-            lo, hi = paired_interval(base_rows[m], rows[m])
-            cells.append(f"{mean:.3f} {mean - statistics.fmean(base_rows[m]):+.3f} [{lo:+.3f},{hi:+.3f}]")
-        lines.append(f"{name:<28}" + "".join(f"{c:>30}" for c in cells))
+            cell = {"mean": statistics.fmean(rows[m])}
+            if name != "base":
+                lo, hi = paired_interval(base_rows[m], rows[m])
+                cell |= {"difference": cell["mean"] - statistics.fmean(base_rows[m]), "low": lo, "high": hi}
+            variants[name][m] = cell
     chosen: list[str] = []
     pooled: dict[str, dict[str, list[float]]] = {"locomo": {}, "lme": {}}
     for held in folds(keys, k):
@@ -191,11 +193,30 @@ def report(results: dict[str, dict[str, dict[str, list[float]]]], k: int) -> str
             for key in held[s]:
                 pooled[s][key] = results[best][s][key]
     cv = metric_rows(pooled, keys)
-    lines += ["", f"cross-validated ({k} folds; chosen per fold: {', '.join(chosen)}):"]
+    validated = {}
     for m in metrics:
         lo, hi = paired_interval(base_rows[m], cv[m])
-        lines.append(f"  {m:<16} base {statistics.fmean(base_rows[m]):.3f}  cv {statistics.fmean(cv[m]):.3f} "
-                     f"(paired difference [{lo:+.3f}, {hi:+.3f}])")
+        validated[m] = {"base": statistics.fmean(base_rows[m]), "cv": statistics.fmean(cv[m]), "low": lo, "high": hi}
+    return {
+        "questions": {"locomo": len(keys["locomo"]), "lme": len(keys["lme"])}, "metrics": metrics,
+        "variants": variants, "folds": k, "chosen": chosen, "cross_validated": validated,
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    metrics = report["metrics"]
+    lines = [f"{'variant':<28}" + "".join(f"{m:>30}" for m in metrics)]
+    for name, cells in report["variants"].items():
+        shown = [
+            f"{c['mean']:.3f}" if "difference" not in c
+            else f"{c['mean']:.3f} {c['difference']:+.3f} [{c['low']:+.3f},{c['high']:+.3f}]"
+            for c in (cells[m] for m in metrics)
+        ]
+        lines.append(f"{name:<28}" + "".join(f"{c:>30}" for c in shown))
+    lines += ["", f"cross-validated ({report['folds']} folds; chosen per fold: {', '.join(report['chosen'])}):"]
+    for m, v in report["cross_validated"].items():
+        lines.append(f"  {m:<16} base {v['base']:.3f}  cv {v['cv']:.3f} "
+                     f"(paired difference [{v['low']:+.3f}, {v['high']:+.3f}])")
     return "\n".join(lines)
 
 
@@ -213,6 +234,11 @@ async def main() -> None:
                         help="set for the whole run, before the hub starts (what the index is built with); "
                              "the results are named <variant>+<--tag>")
     parser.add_argument("--tag", default="", help="appended to each variant's name (with --setting)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="report the variants already asked (in --work-dir/results) without starting a hub")
+    parser.add_argument("--save", type=Path, metavar="RESULTS_DIR",
+                        help="write the report as a results file there (suite 'tune'), e.g. benchmarks/results")
+    parser.add_argument("--note", default="", help="kept in the results file: what the variants were, when asked")
     args = parser.parse_args()
     settings = {dotted: json.loads(value) for dotted, value in (s.split("=", 1) for s in args.setting)}
     suffix = f"+{args.tag}" if args.tag else ""
@@ -221,12 +247,17 @@ async def main() -> None:
     results_dir = args.work_dir / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     state_file = args.work_dir / "ingested.json"
-    with applied(settings):
-        async with eval_hub(None, None, None, GRAPH, args.work_dir / "stack") as target:
-            await run_variants(target.nats_url, args, state_file, results_dir, suffix, convs, items)
+    if not args.report_only:
+        with applied(settings):
+            async with eval_hub(None, None, None, GRAPH, args.work_dir / "stack") as target:
+                await run_variants(target.nats_url, args, state_file, results_dir, suffix, convs, items)
     results = {p.stem: json.loads(p.read_text()) for p in sorted(results_dir.glob("*.json"))}
     results = {"base": results.pop("base"), **results}
-    print(report(results, args.folds))
+    report = figures(results, args.folds) | ({"note": args.note} if args.note else {})
+    print(render(report))
+    if args.save is not None:
+        command = "python scripts/tune_ranking.py " + " ".join(sys.argv[1:])
+        print(f"results: {save(new_record('tune', report, command=command), args.save)}", file=sys.stderr)
 
 
 async def run_variants(
