@@ -19,13 +19,14 @@ from typing import Any
 from recall_hub.bench.machine import commit, host
 
 RESULTS_DIR = Path("benchmarks/results")
-SUITES = ("bench", "locomo", "longmemeval")
+SUITES = ("bench", "locomo", "longmemeval", "tune")
 
 
 @dataclass(frozen=True)
 class Record:
     suite: str
-    """``bench`` (the bus suite), ``locomo`` or ``longmemeval``."""
+    """``bench`` (the bus suite), ``locomo``, ``longmemeval`` or ``tune`` (``scripts/tune_ranking.py``: ranking
+    variants on both dev sets, paired differences and the cross-validated choice)."""
     command: str
     commit: str
     machine: dict[str, Any]
