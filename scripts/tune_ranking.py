@@ -55,7 +55,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"b.{b}": {"recall_hub.store.bm25.B": b} for b in (0.5, 0.9)},
     **{f"date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
     "dated": {},
-    **{f"cap.{n}": {f"{SEARCH}.SESSION_CAP": n} for n in (2, 3, 5)},
     **{f"dated+date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
