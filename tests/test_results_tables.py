@@ -52,3 +52,26 @@ def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -
     assert out.startswith("before\n<!-- results:bench -->\nCommit ")
     assert out.endswith("<!-- /results:bench -->\nafter\n")
     assert "stale" not in out and "| search hybrid | 13.00 |" in out
+
+
+def test_a_suites_report_is_kept_as_plain_figures(tmp_path: Path) -> None:
+    """Every ``recall bench --suite`` keeps its report (dataclasses, lists of them) as JSON figures."""
+    from dataclasses import dataclass
+
+    from recall_hub.bench.records import as_figures
+
+    @dataclass
+    class Row:
+        size: int
+        p50_ms: float
+
+    @dataclass
+    class Study:
+        rows: list[Row]
+        model: str
+
+    figures = as_figures({"study": Study([Row(10_000, 3.5), Row(100_000, 4.25)], "hash:384")})
+    assert figures == {"study": {"rows": [{"size": 10_000, "p50_ms": 3.5}, {"size": 100_000, "p50_ms": 4.25}],
+                                 "model": "hash:384"}}
+    save(new_record("growth", figures, command="recall bench --suite growth"), tmp_path)
+    assert [(r.suite, r.figures) for r in load(tmp_path)] == [("growth", figures)]

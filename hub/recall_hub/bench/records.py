@@ -8,6 +8,7 @@ docs are generated from them (:mod:`recall_hub.bench.tables`), never typed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -19,14 +20,17 @@ from typing import Any
 from recall_hub.bench.machine import commit, host
 
 RESULTS_DIR = Path("benchmarks/results")
-SUITES = ("bench", "locomo", "longmemeval", "tune")
+SUITES = (
+    "bench", "locomo", "longmemeval", "tune", "flood", "growth", "keyword", "failover", "vectors", "embedder",
+)
 
 
 @dataclass(frozen=True)
 class Record:
     suite: str
-    """``bench`` (the bus suite), ``locomo``, ``longmemeval`` or ``tune`` (``scripts/tune_ranking.py``: ranking
-    variants on both dev sets, paired differences and the cross-validated choice)."""
+    """``bench`` (the bus suite), ``locomo``, ``longmemeval``, ``tune`` (``scripts/tune_ranking.py``: ranking
+    variants on both dev sets, paired differences and the cross-validated choice), or the other suites of
+    ``recall bench --suite``."""
     command: str
     commit: str
     machine: dict[str, Any]
@@ -59,6 +63,17 @@ def new_record(suite: str, figures: dict[str, Any], command: str | None = None) 
         date=datetime.now(UTC).isoformat(timespec="microseconds"),
         figures=figures,
     )
+
+
+def as_figures(report: Any) -> Any:
+    """A suite's report (dataclasses, lists of them) as JSON-ready figures."""
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        return dataclasses.asdict(report)
+    if isinstance(report, dict):
+        return {key: as_figures(value) for key, value in report.items()}
+    if isinstance(report, (list, tuple)):
+        return [as_figures(item) for item in report]
+    return report
 
 
 def save(record: Record, directory: Path = RESULTS_DIR) -> Path:

@@ -312,6 +312,7 @@ async def _bench(args: argparse.Namespace) -> int:
 
         flood = await run_flood(FloodConfig(runs=args.runs, embedder=args.embedder or "hash"))
         print(render_flood(flood))
+        _keep(args, "flood", flood)
         return 0 if flood.met else 1
     if args.suite == "growth":
         from recall_hub.bench.growth import render_growth, run_growth
@@ -322,12 +323,15 @@ async def _bench(args: argparse.Namespace) -> int:
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(render_growth(growth))
+        _keep(args, "growth", growth)
         return 0
     if args.suite == "keyword":
         from recall_hub.bench.keyword import render_keyword_study, run_keyword_study
 
         sizes = [10_000, args.beads] if args.beads > 10_000 else [args.beads]
-        print(render_keyword_study(await run_keyword_study(sizes)))
+        rows = await run_keyword_study(sizes)
+        print(render_keyword_study(rows))
+        _keep(args, "keyword", {"rows": rows})
         return 0
     from recall_hub.bench.run import BenchConfig, render, run_bench, to_json
 
@@ -342,13 +346,14 @@ async def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _keep(args: argparse.Namespace, suite: str, figures: dict[str, Any]) -> None:
-    """The run's results file (unless ``--no-save``): its figures with the command, commit, machine and date."""
+def _keep(args: argparse.Namespace, suite: str, report: Any) -> None:
+    """The run's results file (unless ``--no-save``): its figures (the report, dataclasses as dicts) with the
+    command, commit, machine and date."""
     if args.no_save:
         return
-    from recall_hub.bench.records import new_record, save
+    from recall_hub.bench.records import as_figures, new_record, save
 
-    print(f"results: {save(new_record(suite, figures), Path(args.results_dir))}", file=sys.stderr)
+    print(f"results: {save(new_record(suite, as_figures(report)), Path(args.results_dir))}", file=sys.stderr)
 
 
 async def _bench_failover(args: argparse.Namespace) -> int:
@@ -359,6 +364,7 @@ async def _bench_failover(args: argparse.Namespace) -> int:
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     print(render(report))
+    _keep(args, "failover", report)
     return 0 if report.ok else 1
 
 
@@ -370,6 +376,7 @@ async def _bench_vectors(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         study = await run_vector_study(stack.redis_url, Path(args.data))
     print(render_study(study))
+    _keep(args, "vectors", study)
     return 0
 
 
@@ -387,6 +394,7 @@ async def _bench_embedder(args: argparse.Namespace) -> int:
     print(f"{result.model_id}: {result.n} LoCoMo texts; one per call {result.single_per_s:.0f}/s "
           f"(p50 {result.single_p50_ms:.1f} ms, p99 {result.single_p99_ms:.1f} ms); "
           f"batches of {result.batch_size} {result.batched_per_s:.0f}/s")
+    _keep(args, "embedder", result)
     return 0
 
 
@@ -590,7 +598,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _results_file_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", default="benchmarks/results",
-                        help="where the run's results file (JSON) goes (bus suite and evals; default: %(default)s)")
+                        help="where the run's results file (JSON) goes (default: %(default)s)")
     parser.add_argument("--no-save", action="store_true", help="write no results file")
 
 
