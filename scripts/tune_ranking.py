@@ -50,7 +50,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}} for k in (0.5, 0.6, 0.8)},
     **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 100)},
     **{f"bm25L.{n}": {"recall_hub.store.bm25.REFERENCE_LENGTH": n} for n in (60, 150, 200, 300)},
-    "depth.200": {"recall_hub.store.bm25.RESCORE_DEPTH": 200},
+    **{f"depth.{n}": {"recall_hub.store.bm25.RESCORE_DEPTH": n} for n in (50, 200)},
     **{f"k1.{k}": {"recall_hub.store.bm25.K1": k} for k in (0.9, 1.5, 2.0)},
     **{f"b.{b}": {"recall_hub.store.bm25.B": b} for b in (0.5, 0.9)},
     **{f"date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
