@@ -54,7 +54,7 @@ from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
 from recall_hub.store.records import bead_fields, bead_from_props
-from recall_hub.store.vectors import filter_expression, window_expression
+from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
 
@@ -80,9 +80,10 @@ async def vector_candidates(
 
 
 async def _nearest(
-    ctx: HubContext, scopes: list[str], vector: Any, filters: BeadFilters, k: int
+    ctx: HubContext, scopes: list[str], vector: Any, filters: BeadFilters, k: int,
+    within: tuple[int, int] | None = None,
 ) -> list[tuple[str, float]]:
-    hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters))
+    hits = await ctx.vectors.search(scopes, vector, k, filter_expression(filters, within))
     return [(h.bead_id, h.similarity) for h in hits]
 
 
@@ -183,14 +184,13 @@ async def _add_dated(
     """The best candidates dated inside the query's window join each list (in place), scored as the list scores
     them: a question about a day or a month is answered by a bead of then that both lists may rank below the
     depth they are read to, behind beads of other times saying the same things."""
-    dated_keyword, dated_vector = await asyncio.gather(
+    (keyword_hits, keyword_seen), vector_hits = await asyncio.gather(
         keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True, within=within),
-        ctx.vectors.search(scopes, vector, depth, _and(filter_expression(filters), window_expression(*within))),
+        _nearest(ctx, scopes, vector, filters, depth, within),
     )
-    (keyword_hits, keyword_seen) = dated_keyword
     seen.update(keyword_seen)
     lists["keyword"] = _merged(lists["keyword"], keyword_hits)
-    lists["vector"] = _merged(lists["vector"], [(h.bead_id, h.similarity) for h in dated_vector])
+    lists["vector"] = _merged(lists["vector"], vector_hits)
 
 
 def _merged(ranked: list[tuple[str, float]], more: list[tuple[str, float]]) -> list[tuple[str, float]]:
@@ -199,10 +199,6 @@ def _merged(ranked: list[tuple[str, float]], more: list[tuple[str, float]]) -> l
     for bead_id, score in more:
         scores[bead_id] = max(score, scores.get(bead_id, score))
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
-def _and(*expressions: str | None) -> str:
-    return " and ".join(e for e in expressions if e)
 
 
 async def _admit(

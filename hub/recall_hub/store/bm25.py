@@ -42,7 +42,7 @@ _HEADER = struct.Struct("<I")
 _NO_WORDS = b""
 
 
-def word_hash(word: str) -> int:
+def _word_hash(word: str) -> int:
     return zlib.crc32(word.encode())
 
 
@@ -51,7 +51,7 @@ def _packed(words: Sequence[str]) -> bytes:
     and their counts (2 bytes each). A bytes object per text keeps a bead's words in ~6 bytes a distinct word."""
     if not words:
         return _NO_WORDS
-    counted = sorted(Counter(word_hash(word) for word in words).items())
+    counted = sorted(Counter(_word_hash(word) for word in words).items())
     hashes = np.fromiter((h for h, _ in counted), dtype="<u4", count=len(counted))
     counts = np.fromiter((min(c, 65535) for _, c in counted), dtype="<u2", count=len(counted))
     return _HEADER.pack(len(words)) + hashes.tobytes() + counts.tobytes()
@@ -69,15 +69,12 @@ class WordCounts:
     def drop(self, bead_id: str) -> None:
         self._of.pop(bead_id, None)
 
-    def __len__(self) -> int:
-        return len(self._of)
-
     def scores(self, bead_ids: Sequence[str], idfs: Mapping[str, float], context_weight: float) -> list[float]:
         """BM25 of each of ``bead_ids`` for the words ``idfs`` (word -> its IDF in the caller's scopes)."""
         if not bead_ids or not idfs:
             return [0.0] * len(bead_ids)
         pairs = [self._of.get(bead_id, (_NO_WORDS, _NO_WORDS)) for bead_id in bead_ids]
-        query = sorted((word_hash(word), idf) for word, idf in idfs.items())
+        query = sorted((_word_hash(word), idf) for word, idf in idfs.items())
         query_hashes = np.array([h for h, _ in query], dtype=np.uint32)
         query_idfs = np.array([idf for _, idf in query], dtype=np.float64)
         total = _field([text for text, _ in pairs], query_hashes, query_idfs)

@@ -217,19 +217,19 @@ class GraphStore:
     async def records_telemetry(self) -> bool:
         """Whether FalkorDB records every query of this server, parameters included, in a stream per graph
         (``CMD_INFO``, on by default: the embedded stack starts it off)."""
-        try:
-            setting = await self._db.config_get("CMD_INFO")
-        except redis.exceptions.ResponseError:
-            return False  # a FalkorDB without the setting
-        return setting in (1, True, "yes", b"yes")
+        return await self._setting("CMD_INFO") in (1, True, "yes", b"yes")  # None: a FalkorDB without it
 
     async def replicates_writes_as_text(self) -> bool:
         """Whether every write reaches the AOF and replicas as its query text (:data:`VERBATIM_ABOVE_US`)."""
+        setting = await self._setting("EFFECTS_THRESHOLD")
+        return setting is None or int(setting) >= VERBATIM_ABOVE_US  # None: a FalkorDB without effects
+
+    async def _setting(self, name: str) -> Any:
+        """A FalkorDB module setting (``GRAPH.CONFIG GET``); None where this FalkorDB has no such setting."""
         try:
-            setting = await self._db.config_get("EFFECTS_THRESHOLD")
+            return await self._db.config_get(name)
         except redis.exceptions.ResponseError:
-            return True  # a FalkorDB without effects replication
-        return int(setting) >= VERBATIM_ABOVE_US
+            return None
 
     async def replicate_writes_as_text(self) -> None:
         """Set :data:`VERBATIM_ABOVE_US` on the running server (it lasts until the server restarts)."""

@@ -65,7 +65,9 @@ def _quote(value: str) -> str:
     return json.dumps(value)
 
 
-def filter_expression(filters: BeadFilters) -> str | None:
+def filter_expression(filters: BeadFilters, within: tuple[int, int] | None = None) -> str | None:
+    """The vector-set ``FILTER`` for ``filters``; ``within``: only beads whose ``valid_from`` (else ``created_at``)
+    lies in ``[start, end)`` (epoch ms)."""
     parts: list[str] = [f"{_quote(t)} in .tags" for t in filters.tags]
     if filters.bead_types:
         parts.append(f".bead_type in [{', '.join(_quote(t.value) for t in filters.bead_types)}]")
@@ -85,15 +87,13 @@ def filter_expression(filters: BeadFilters) -> str | None:
         parts.append(f".created_at < {to_ms(filters.created_before)}")
     if filters.valid_at is not None:  # unset ends are stored open (store/validity.py)
         parts.append(f".valid_from <= {to_ms(filters.valid_at)} and .valid_to >= {to_ms(filters.valid_at)}")
+    if within is not None:
+        start, end = within
+        parts.append(
+            f"((.valid_from >= {start} and .valid_from < {end}) or "
+            f"(.valid_from == {OPEN_START} and .created_at >= {start} and .created_at < {end}))"
+        )
     return " and ".join(parts) if parts else None
-
-
-def window_expression(start: int, end: int) -> str:
-    """Vectors of beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)`` (epoch ms)."""
-    return (
-        f"((.valid_from >= {start} and .valid_from < {end}) or "
-        f"(.valid_from == {OPEN_START} and .created_at >= {start} and .created_at < {end}))"
-    )
 
 
 CHUNK_SEPARATOR = "#"
