@@ -6,13 +6,15 @@ model, which reads 256 tokens of a text."""
 from __future__ import annotations
 
 import itertools
+import math
+import random
 import secrets
 
 import numpy as np
 from conftest import World
 from recall_hub.context import HubContext
 from recall_hub.retrieval.embedding import MAX_CHUNKS, bead_chunks
-from recall_hub.store.vectors import element
+from recall_hub.store.vectors import CHUNK_DISCOUNT, bead_of, element, nearest_beads
 from recall_schemas import Visibility
 
 FILLER = (
@@ -35,6 +37,30 @@ async def chunk_names(hub: HubContext, bead_id: str, scope: str) -> list[str]:
         if await hub.redis.execute_command("VEMB", key, element(bead_id, chunk)):  # type: ignore[no-untyped-call]
             present.append(element(bead_id, chunk))
     return present
+
+
+def every_entry_read(replies: list[list[bytes]], k: int) -> list[tuple[str, float]]:
+    """The rule itself: every vector of every set read, each bead scored by its best (a later chunk discounted)."""
+    best: dict[str, float] = {}
+    for reply in replies:
+        for name_bytes, score in zip(reply[::2], reply[1::2], strict=True):
+            name = name_bytes.decode()
+            similarity = 2.0 * float(score) - 1.0 - (CHUNK_DISCOUNT if bead_of(name) != name else 0.0)
+            best[bead_of(name)] = max(best.get(bead_of(name), -math.inf), similarity)
+    return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def test_nearest_beads_read_only_as_far_as_needed_are_the_nearest_beads_of_every_vector() -> None:
+    rng = random.Random(5)
+    for _ in range(2000):
+        replies = []
+        for _ in range(rng.randint(0, 4)):  # one VSIM reply per scope, best first, names unique within it
+            entries = {(f"b_{rng.randint(0, 40)}" + rng.choice(["", "", "#1", "#2"])): round(rng.random(), 2)
+                       for _ in range(rng.randint(0, 60))}
+            ordered = sorted(entries.items(), key=lambda kv: -kv[1])
+            replies.append([x for name, score in ordered for x in (name.encode(), str(score).encode())])
+        k = rng.randint(1, 30)
+        assert nearest_beads(replies, k) == every_entry_read(replies, k)
 
 
 def test_a_text_longer_than_the_window_is_cut_into_overlapping_chunks_the_first_whole() -> None:
