@@ -8,7 +8,7 @@ from typing import Any
 
 from conftest import repo_root
 from recall_hub.bench.records import RESULTS_DIR, Record, load, new_record, save
-from recall_hub.bench.tables import bench_current, history, rendered, stale
+from recall_hub.bench.tables import current, history, rendered, stale
 
 
 def test_every_table_in_the_docs_is_what_the_results_files_give() -> None:
@@ -26,7 +26,7 @@ def test_a_sitting_shows_each_run_and_judges_the_median(tmp_path: Path) -> None:
         save(new_record("bench", bench_figures(hybrid, ratio), command="recall bench"), tmp_path)
     records = load(tmp_path)
     assert len(records) == 3 and {r.suite for r in records} == {"bench"}
-    table = "\n".join(bench_current(records))
+    table = "\n".join(current("bench")(records))
     assert "| search hybrid | 14.00 | 16.00 | 14.50 | **14.50** | ≤ 15: met |" in table
     assert "| long content / embedder alone | 90% | 60% | 75% | **75%** | ≥ 70%: met |" in table
     assert "| 3 |" in "\n".join(history(records))  # one sitting of three runs
@@ -34,15 +34,15 @@ def test_a_sitting_shows_each_run_and_judges_the_median(tmp_path: Path) -> None:
 
 def test_fewer_than_three_runs_judge_no_target(tmp_path: Path) -> None:
     save(new_record("bench", bench_figures(10.0, 0.9), command="recall bench"), tmp_path)
-    assert "≤ 15: 1 run(s): not judged" in "\n".join(bench_current(load(tmp_path)))
+    assert "≤ 15: 1 run(s): not judged" in "\n".join(current("bench")(load(tmp_path)))
 
 
 def test_a_newer_commit_starts_a_new_sitting(tmp_path: Path) -> None:
     old = new_record("bench", bench_figures(20.0, 0.5), command="recall bench")
     save(Record(**{**old.to_json(), "commit": "0000000", "date": "2026-01-01T00:00:00+00:00"}), tmp_path)
     save(new_record("bench", bench_figures(12.0, 0.8), command="recall bench"), tmp_path)
-    current = "\n".join(bench_current(load(tmp_path)))
-    assert "| search hybrid | 12.00 | **12.00** |" in current and "20.00" not in current
+    table = "\n".join(current("bench")(load(tmp_path)))
+    assert "| search hybrid | 12.00 | **12.00** |" in table and "20.00" not in table
 
 
 def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -> None:
@@ -52,6 +52,14 @@ def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -
     assert out.startswith("before\n<!-- results:bench -->\nCommit ")
     assert out.endswith("<!-- /results:bench -->\nafter\n")
     assert "stale" not in out and "| search hybrid | 13.00 |" in out
+
+
+def test_a_block_naming_a_results_file_shows_that_run_alone(tmp_path: Path) -> None:
+    older = save(new_record("bench", bench_figures(21.0, 0.5), command="recall bench"), tmp_path)
+    save(new_record("bench", bench_figures(12.0, 0.8), command="recall bench"), tmp_path)
+    name = f"bench:{older.stem}"
+    out = rendered(f"<!-- results:{name} -->\n<!-- /results:{name} -->\n", load(tmp_path))
+    assert "| search hybrid | 21.00 | **21.00** |" in out and "12.00" not in out
 
 
 def test_a_suites_report_is_kept_as_plain_figures(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ class HubSettings(BaseSettings):
         default="inline",
         description="inline: create_bead replies once its vector, links and feed entry are done; background: "
         "it replies after the commit and the index-log entry, and a later search by the same client waits for "
-        "that work (docs/benchmarks.md measures both)",
+        "that work (`recall bench --create-settle` measures either)",
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
     stream_replicas: int = Field(

@@ -72,15 +72,11 @@ def _verdict(median: float, target: float, runs: int, lower_is_better: bool = Tr
 def _about(sitting: list[Record]) -> str:
     first = sitting[0]
     dates = sorted({r.date[:10] for r in sitting})
-    return (f"Commit {first.commit}, {', '.join(dates)}, {len(sitting)} run(s) on {_machine(first)}; "
-            f"`{first.command}`.")
+    command = first.command.split(" --note ", 1)[0]  # a tuning report's note is shown as its own sentence
+    return f"Commit {first.commit}, {', '.join(dates)}, {len(sitting)} run(s) on {_machine(first)}; `{command}`."
 
 
-def bench_current(records: Sequence[Record]) -> list[str]:
-    groups = sittings(records, "bench")
-    if not groups:
-        return ["No results file of `recall bench` yet."]
-    sitting = groups[-1]
+def bench_table(sitting: list[Record]) -> list[str]:
     runs = len(sitting)
     header = "| p50 ms | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " | median | target |"
     lines = [_about(sitting), "", header, "|---" * (runs + 3) + "|"]
@@ -110,11 +106,7 @@ def _interval(pair: Sequence[float] | None) -> str:
     return f" [{pair[0]:.3f}, {pair[1]:.3f}]" if pair else ""
 
 
-def locomo_current(records: Sequence[Record]) -> list[str]:
-    groups = sittings(records, "locomo")
-    if not groups:
-        return ["No results file of `recall eval locomo` yet."]
-    sitting = groups[-1]
+def locomo_table(sitting: list[Record]) -> list[str]:
     lines = [_about(sitting), "", "| run | mode | session Hit@1 | Recall@10 | p50 ms | n |", "|---" * 6 + "|"]
     for i, run in enumerate(sitting, start=1):
         for mode, row in run.figures["table"].items():
@@ -130,11 +122,7 @@ def locomo_current(records: Sequence[Record]) -> list[str]:
 LME_METRICS = ("any@1", "any@5", "any@10", "all@5", "turn R@10")
 
 
-def longmemeval_current(records: Sequence[Record]) -> list[str]:
-    groups = sittings(records, "longmemeval")
-    if not groups:
-        return ["No results file of `recall eval longmemeval` yet."]
-    sitting = groups[-1]
+def longmemeval_table(sitting: list[Record]) -> list[str]:
     lines = [_about(sitting), "", "| run | mode | " + " | ".join(LME_METRICS) + " | p50 ms |",
              "|---" * (len(LME_METRICS) + 3) + "|"]
     for i, run in enumerate(sitting, start=1):
@@ -175,23 +163,73 @@ def history(records: Sequence[Record]) -> list[str]:
     return lines
 
 
+def tune_table(sitting: list[Record]) -> list[str]:
+    """A ranking study (``scripts/tune_ranking.py --save``): each variant's mean, and its paired difference from
+    ``base`` with the 95% interval; then the cross-validated choice."""
+    run = sitting[0]
+    report = run.figures
+    metrics = report["metrics"]
+    asked = report["questions"]
+    lines = [_about(sitting) + f" LoCoMo {asked['locomo']} questions, LongMemEval {asked['lme']}. "
+             + report.get("note", "")]
+    lines += ["", "| variant | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+    for name, cells in report["variants"].items():
+        shown = [
+            f"{c['mean']:.3f}" if "difference" not in c
+            else f"{c['difference']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]"
+            for c in (cells[m] for m in metrics)
+        ]
+        lines.append(f"| {name} | " + " | ".join(shown) + " |")
+    validated = report["cross_validated"]
+    lines += ["", f"Cross-validated ({report['folds']} folds; chosen per fold: {', '.join(report['chosen'])}): "
+              + "; ".join(f"{m} {v['cv'] - v['base']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]"
+                          for m, v in validated.items()) + "."]
+    return lines
+
+
+SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
+    "bench": bench_table, "locomo": locomo_table, "longmemeval": longmemeval_table, "tune": tune_table,
+}
+"""How a sitting of each suite is shown: ``<!-- results:SUITE -->`` is the suite's newest sitting,
+``<!-- results:SUITE:FILE -->`` the one run kept in ``FILE`` (a results file's name without ``.json``)."""
+
+
+def current(suite: str) -> Callable[[Sequence[Record]], list[str]]:
+    def table(records: Sequence[Record]) -> list[str]:
+        groups = sittings(records, suite)
+        return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r} yet."]
+
+    return table
+
+
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    "bench": bench_current,
-    "locomo": locomo_current,
-    "longmemeval": longmemeval_current,
+    "bench": current("bench"),
+    "locomo": current("locomo"),
+    "longmemeval": current("longmemeval"),
     "history": history,
 }
-_BLOCK = re.compile(r"(<!-- results:(?P<name>[a-z]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+_BLOCK = re.compile(
+    r"(<!-- results:(?P<name>[a-z]+(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
+)
+
+
+def _table(name: str, records: Sequence[Record]) -> list[str]:
+    if name in TABLES:
+        return TABLES[name](records)
+    suite, _, file = name.partition(":")
+    if suite not in SITTING_TABLES or not file:
+        raise ValueError(f"no results table named {name!r} (known: {', '.join(TABLES)}, or SUITE:FILE)")
+    kept = [r for r in records if r.name == f"{file}.json"]
+    if not kept:
+        raise ValueError(f"no results file {file}.json for the table {name!r}")
+    return SITTING_TABLES[suite](kept)
 
 
 def rendered(text: str, records: Sequence[Record]) -> str:
     """``text`` with every marked block replaced by its table."""
 
     def table(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in TABLES:
-            raise ValueError(f"no results table named {name!r} (known: {', '.join(TABLES)})")
-        return match.group(1) + "\n".join(TABLES[name](records)) + "\n" + match.group(4)
+        return match.group(1) + "\n".join(_table(match["name"], records)) + "\n" + match.group(4)
 
     return _BLOCK.sub(table, text)
 

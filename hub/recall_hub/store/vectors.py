@@ -7,7 +7,7 @@ two models never meet in one set.
 
 Quantisation Q8, the default HNSW graph (M=16) and a search EF of 100 (or k, when more are asked) are
 what ``recall bench --suite vectors`` measured: recall@10 0.999 against exact search on real MiniLM
-vectors, at half the time of EF 200 (docs/benchmarks.md).
+vectors, at half the time of EF 200 (measured 2026-12-01).
 """
 
 from __future__ import annotations
