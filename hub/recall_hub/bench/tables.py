@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from recall_hub.bench.growth import GrowthReport, GrowthRow, VectorRow, render_growth
 from recall_hub.bench.records import RESULTS_DIR, Record, load
 
 MIN_RUNS_FOR_A_TARGET = 3
@@ -187,8 +188,20 @@ def tune_table(sitting: list[Record]) -> list[str]:
     return lines
 
 
+def growth_table(sitting: list[Record]) -> list[str]:
+    """``recall bench --suite growth``: one graph's memory and query times at each size (the suite's own table)."""
+    figures = sitting[0].figures
+    report = GrowthReport(
+        rows=[GrowthRow(**row) for row in figures["rows"]],
+        vectors=[VectorRow(**row) for row in figures["vectors"]],
+        baseline_mb=figures["baseline_mb"],
+    )
+    return [_about(sitting[:1]), "", *render_growth(report).splitlines()[2:]]
+
+
 SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
     "bench": bench_table, "locomo": locomo_table, "longmemeval": longmemeval_table, "tune": tune_table,
+    "growth": growth_table,
 }
 """How a sitting of each suite is shown: ``<!-- results:SUITE -->`` is the suite's newest sitting,
 ``<!-- results:SUITE:FILE -->`` the one run kept in ``FILE`` (a results file's name without ``.json``)."""
@@ -203,10 +216,7 @@ def current(suite: str) -> Callable[[Sequence[Record]], list[str]]:
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    "bench": current("bench"),
-    "locomo": current("locomo"),
-    "longmemeval": current("longmemeval"),
-    "history": history,
+    **{suite: current(suite) for suite in SITTING_TABLES}, "history": history,
 }
 _BLOCK = re.compile(
     r"(<!-- results:(?P<name>[a-z]+(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S

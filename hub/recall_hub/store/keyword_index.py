@@ -29,6 +29,12 @@ The index is kept current from :mod:`recall_hub.store.index_log`: :meth:`Keyword
 applies every entry after the last applied one (reading each named bead's current state), commits,
 and reloads the searcher. A hub runs :meth:`KeywordIndex.follow` in the background; a request that
 carries the sequence of its caller's last write first catches up to it.
+
+Why this module is long (~650 lines): it is one object with one invariant — the index, its documents, the
+per-process rows beside them (ids, words, session edges) and the searcher that reads them must change
+together, under one commit — so building documents, applying the log, searching with in-scope statistics and
+screening stay with the state they share; the BM25 formula (:mod:`recall_hub.store.bm25`) and the log itself
+(:mod:`recall_hub.store.index_log`) live apart.
 """
 
 from __future__ import annotations
@@ -518,16 +524,16 @@ class KeywordIndex:
         if within is not None:
             unscored.append(tantivy.Query.const_score_query(self._dated(*within), 0.0))
         query = _all_of([tantivy.Query.boolean_query(weighted), *unscored])
-        hits = searcher.search(query, limit=max(limit, bm25.RESCORE_DEPTH), count=False).hits
-        screened = view.screened([address for _, address in hits])
-        scores = view.rows.words.scores([bead_id for bead_id, _ in screened], idfs, self.context_weight)
+        addresses = [address for _, address in searcher.search(
+            query, limit=max(limit, bm25.RESCORE_DEPTH), count=False
+        ).hits]
+        ids = view.bead_ids(addresses)
+        scores = view.rows.words.scores(ids, idfs, self.context_weight)
         # Two beads with the same words score the same up to tantivy's f32 rounding of their scopes' boosts:
         # five significant digits make them tie, and the bead id decides, whatever scopes they are in.
-        ranked = [(bead_id, float(f"{score:.5g}")) for (bead_id, _), score in zip(screened, scores, strict=True)]
-        ranked.sort(key=lambda kv: (-kv[1], kv[0]))
-        ranked = ranked[:limit]
-        kept = {bead_id for bead_id, _ in ranked}
-        return ranked, {bead_id: seen for bead_id, seen in screened if bead_id in kept}
+        rounded = [float(f"{score:.5g}") for score in scores]
+        ranked = sorted(zip(ids, rounded, addresses, strict=True), key=lambda hit: (-hit[1], hit[0]))[:limit]
+        return [(bead_id, score) for bead_id, score, _ in ranked], dict(view.screened([a for _, _, a in ranked]))
 
     def session_edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one
