@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import secrets
 from pathlib import Path
 
@@ -136,6 +137,15 @@ async def test_profiles_select_tools_and_core_is_a_small_part_of_the_listing() -
     sizes = {row.profile: row for row in await tool_list_sizes(["core", "all"])}
     assert sizes["core"].tools == len(PROFILES["core"]) and sizes["all"].tools == len(tool_specs("all"))
     assert sizes["core"].bytes * 3 < sizes["all"].bytes
+
+
+async def test_the_tool_list_sizes_in_the_docs_are_what_the_sidecar_lists() -> None:
+    documented = {}
+    for line in (repo_root() / "docs" / "mcp.md").read_text().splitlines():
+        if match := re.match(r"\| `(core|all)`[^|]*\| (\d+) \| ([\d,]+) \|$", line):
+            documented[match[1]] = (int(match[2]), int(match[3].replace(",", "")))
+    measured = {row.profile: (row.tools, row.bytes) for row in await tool_list_sizes(["core", "all"])}
+    assert documented == measured, "update the tool-list table of docs/mcp.md"
 
 
 async def test_the_overhead_measurement_runs_against_a_secure_stack(
