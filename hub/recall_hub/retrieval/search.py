@@ -44,6 +44,7 @@ from recall_schemas.rendering import render_bead
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
 from recall_hub.retrieval import ranking
+from recall_hub.retrieval.asker import boost_own
 from recall_hub.retrieval.embedding import bead_text, embed_texts
 from recall_hub.retrieval.freshness import written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
@@ -165,6 +166,8 @@ async def rank(
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:
         await boost_window(ctx, caller, fused, window)
+    if hybrid:
+        await boost_own(ctx, caller, query, fused)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = as_of if as_of is not None else now_ms()  # recency as it was then
     wanted = reranking_depth(ctx, limit)

@@ -134,6 +134,16 @@ class BeadStore:
         )
         return {row[0] for row in rows}
 
+    async def written_by(self, author: str, ids: Sequence[str]) -> set[str]:
+        """Of ``ids`` (beads already screened for the caller), those ``author`` created."""
+        if not ids:
+            return set()
+        rows = await self.graph.ro_query(
+            "MATCH (b:Bead) WHERE b.bead_id IN $ids AND b.created_by = $author RETURN b.bead_id",
+            {"author": author, "ids": list(ids)},
+        )
+        return {row[0] for row in rows}
+
     async def screen(self, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Props]:
         """What ranking reads (importance, created_at, provenance, status, trust verdicts, bead type) of the
         visible beads among ``ids`` that pass ``filters``, read compactly. Whether a bead is superseded is
