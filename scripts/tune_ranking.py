@@ -27,6 +27,7 @@ import contextlib
 import importlib
 import json
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -255,7 +256,7 @@ async def main() -> None:
     report = figures(results, args.folds) | ({"note": args.note} if args.note else {})
     print(render(report))
     if args.save is not None:
-        command = "python scripts/tune_ranking.py " + " ".join(sys.argv[1:])
+        command = shlex.join(["python", "scripts/tune_ranking.py", *sys.argv[1:]])  # as records.new_record does
         print(f"results: {save(new_record('tune', report, command=command), args.save)}", file=sys.stderr)
 
 
