@@ -55,6 +55,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"k1.{k}": {"recall_hub.store.bm25.K1": k} for k in (0.9, 1.5, 2.0)},
     **{f"b.{b}": {"recall_hub.store.bm25.B": b} for b in (0.5, 0.9)},
     **{f"own.{x}": {"recall_hub.retrieval.asker.OWN_BOOST": x} for x in (1.0, 1.4, 3.0)},
+    **{f"ago.{x}": {"recall_hub.retrieval.dates.AGO_SPREAD": x} for x in (0.0, 0.5, 2.0)},
     **{f"date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""

@@ -3,9 +3,11 @@
 :func:`find_window` reads the first expression it knows in the query, relative to a reference moment
 (the time of the search, or its ``as_of``), and answers the window it names, ``[start, end)`` in UTC:
 
-- a day: ``today``, ``yesterday``, ``the day before yesterday``, ``3 days ago``, ``last Monday``,
-  ``on Friday``, ``2023-05-07``, ``May 7, 2023``, ``7 May 2023``;
-- a week, month or year: ``last week``, ``this month``, ``last year``, ``2 weeks ago``, ``a month ago``;
+- a day: ``today``, ``yesterday``, ``the day before yesterday``, ``last Monday``, ``on Friday``,
+  ``2023-05-07``, ``May 7, 2023``, ``7 May 2023``;
+- a week, month or year: ``last week``, ``this month``, ``last year``;
+- about then: ``3 days ago`` (a day either side), ``2 weeks ago`` (a week either side), ``a month ago``
+  (half a month), ``a year ago`` (four months) — people say these loosely;
 - a month: ``last May`` (the latest May before this month), ``in March`` (the latest March up to this
   month), ``May 2023``, ``2023-05`` — a month name needs one of these forms, so ``may`` the verb is no date;
 - a year: ``in 2023``, ``during 2021``;
@@ -141,8 +143,23 @@ def _relative_period(m: re.Match[str], now: datetime) -> tuple[datetime, datetim
     return _period(m["unit"].lower(), now, back)
 
 
+AGO_SPREAD = 1.0
+""""N units ago" is said loosely: the window runs :data:`AGO_DAYS` (times this) either side of the day N units
+back; 0 reads it as the calendar unit instead (the week that held then)."""
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+AGO_DAYS = {"day": 1, "week": 7, "month": 15, "year": 120}
+"""Either side of "3 days ago": a day; "two weeks ago": a week; "a month ago": half a month; "a year ago": four
+months."""
+
+
 def _ago(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
-    return _period(m["unit"].lower(), now, _count(m["count"]))
+    unit, count = m["unit"].lower(), _count(m["count"])
+    if AGO_SPREAD <= 0:
+        return _period(unit, now, count)
+    days = _UNIT_DAYS[unit]
+    then = _day(now) - timedelta(days=count * days)
+    spread = timedelta(days=max(1, round(AGO_SPREAD * AGO_DAYS[unit])))
+    return then - spread, then + spread + timedelta(days=1)
 
 
 def _span_to_now(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
