@@ -54,6 +54,22 @@ async def test_a_batch_stores_each_bead_as_a_single_create_would(connect: Client
     assert await hub.outbox.system_depth() == 0
 
 
+async def test_writes_keep_the_order_they_came_in_whatever_the_batch_size(connect: ClientFactory):
+    """A single write, a batch right after it, another single write: the session lists and chains them in that
+    order (a batch's beads are stamped after the write before it, not back-dated)."""
+    writer = await connect()
+    session = new_id("s")
+    first = await writer.create_bead("before the batch", session_id=session)
+    batch = await writer.create_beads([{"title": f"batch {i}", "session_id": session} for i in range(200)])
+    last = await writer.create_bead("after the batch", session_id=session)
+    expected = [first.bead_id, *(i.bead_id for i in batch), last.bead_id]
+    listed = await writer.get_by_session(session, limit=len(expected))
+    assert [b.bead_id for b in listed] == expected
+    assert [b.created_at for b in listed] == sorted({b.created_at for b in listed})  # strictly increasing
+    chain = await writer.get_relationships(expected[1], rel_type="FOLLOWS_FROM", direction="out")
+    assert [r.to_id for r in chain] == [first.bead_id]
+
+
 async def test_each_bead_is_refused_on_its_own_and_nothing_of_it_is_written(connect: ClientFactory, hub: HubContext):
     ops, agent = await connect(new_ai("o")), await connect()
     group = (await ops.create_group("not yours")).group_id

@@ -42,7 +42,7 @@ from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.beads import BeadEdit
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.store.replica import request_scope
-from recall_hub.timeutil import now_ms
+from recall_hub.timeutil import new_moments, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     key, so a retried create returns the first bead (finishing its after-commit work if a crash
     interrupted it) and a refused one writes nothing.
     """
-    props, idem = new_bead_props(caller, req, now_ms())
+    props, idem = new_bead_props(caller, req, new_moments())
     await check_not_forgotten(ctx, caller, props, idem)
     outcome = await ctx.beads.create(caller, props, idem=idem)
     if outcome is None:
@@ -130,13 +130,13 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
 async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> CreatedBeads:
     """:func:`create_bead` for many beads: one query stores them all (each checked and idempotent on
     its own), then their after-commit work runs in bulk (one embedder batch, one query per step)."""
-    now = now_ms()
+    start = new_moments(len(req.beads))
     items: list[CreatedItem | None] = [None] * len(req.beads)
     pending: list[tuple[int, dict[str, Any], str]] = []
     for i, bead in enumerate(req.beads):
         try:
             # A millisecond apart, in request order: listings and session chains keep the batch's order.
-            pending.append((i, *new_bead_props(caller, bead, now - (len(req.beads) - 1 - i))))
+            pending.append((i, *new_bead_props(caller, bead, start + i)))
         except RecallError as exc:
             items[i] = CreatedItem(error=exc.to_reply().error)
     refusals = await refuse_forgotten(

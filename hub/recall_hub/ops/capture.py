@@ -42,7 +42,7 @@ from recall_hub.ops.beads import new_bead_props
 from recall_hub.ops.deny_list import refuse_forgotten
 from recall_hub.store.topics import ReplayedRow, StoredRow, TopicStore
 from recall_hub.store.vectors import scope_name
-from recall_hub.timeutil import now_ms
+from recall_hub.timeutil import new_moments
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +93,19 @@ async def _store(
     counts, and how many facts were left out because their content was forgotten."""
     store = TopicStore(ctx.graph)
     scope = scope_name(req.visibility, req.group_id, caller)
-    now = now_ms()
+    start = new_moments(plan.count + 1)
+    now = start + plan.count
     topics: list[dict[str, Any]] = []
     for key, topic in plan.topics.items():
         hub_request = CreateBead(
             title=topic.name[:TITLE_CHARS], bead_type=BeadType.TOPIC, visibility=req.visibility, group_id=req.group_id,
             provenance=Provenance.DERIVED, metadata={**hub_metadata, "topic": topic.name},
         )
-        hub, _ = new_bead_props(caller, hub_request, now - plan.count - 1)
+        hub, _ = new_bead_props(caller, hub_request, start)
         facts = []
         for fact in topic.facts:
             # A millisecond apart, in text order: listings and the session's chain keep it.
-            props, idem = new_bead_props(caller, fact["request"], now - (plan.count - 1 - fact["i"]))
+            props, idem = new_bead_props(caller, fact["request"], start + 1 + fact["i"])
             facts.append({"i": fact["i"], "idem": idem, "props": props, "upsert": fact["upsert"]})
         topics.append({"name": topic.name, "hub_idem": f"topic:{scope}:{_digest(key)}", "hub": hub, "facts": facts})
     forgotten = await _drop_forgotten(ctx, caller, topics)
