@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo up test test-browser lint schemas bench results clean
+.PHONY: install demo up test test-default test-frameworks test-browser lint schemas bench results clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,24 @@ demo: install
 up: install
 	$(BIN)/recall up
 
-## Install everything and run the default test suite against real servers started by the tests.
-test: install
+## Install everything and run the test suites against real servers started by the tests: the default suite, then
+## the agent-framework adapters in a venv of their own (the frameworks are heavy; the client stays light).
+test: test-default test-frameworks
+
+test-default: install
 	$(BIN)/python -m pytest
+
+FW_VENV ?= .venv-frameworks
+FW_BIN := $(FW_VENV)/bin
+$(FW_BIN)/python:
+	$(PYTHON) -m venv $(FW_VENV)
+	$(FW_BIN)/python -m pip install -q --upgrade pip
+
+## LangGraph, Google ADK, AutoGen and the OpenAI Agents SDK, each against a real hub (tests/frameworks/).
+test-frameworks: $(FW_BIN)/python
+	PYTHONWARNINGS="ignore:Editable installation" \
+		$(FW_BIN)/python -m pip install -q -e ./schemas -e './clients[mcp,frameworks]' -e '.[test]'
+	$(FW_BIN)/python -m pytest -m frameworks tests/frameworks
 
 ## The console's headless-browser tests (they skip in `make test` where no browser is installed):
 ## installs Debian's chromium and chromedriver (as root, with apt), then runs them.
@@ -53,4 +68,4 @@ results: install
 	$(BIN)/python -m recall_hub.bench.tables
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info */*.egg-info
+	rm -rf $(VENV) $(FW_VENV) build dist *.egg-info */*.egg-info

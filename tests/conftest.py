@@ -1,11 +1,16 @@
 """Real servers for the tests: nats-server and redis-server+FalkorDB from their wheels, started once
-per test session on free ports in a temporary directory, and one hub process serving them."""
+per test session on free ports in a temporary directory, and one hub process serving them.
+
+``tests/frameworks/`` holds the agent-framework adapters' tests, marked ``frameworks`` and run by ``make
+test-frameworks`` in a venv of their own (the frameworks are heavy); where they are not installed — the default
+venv — those files are not collected."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import gc
+import importlib.util
 import inspect
 import secrets
 import time
@@ -25,6 +30,24 @@ from recall_hub.service.server import running_hub
 from recall_hub.tooling.auth import AuthBundle
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import MemoryBead, RecallError, Visibility
+
+FRAMEWORKS = ("langgraph", "google.adk", "autogen_core", "agents")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
+collect_ignore_glob = [] if all(_installed(m) for m in FRAMEWORKS) else ["frameworks/*"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name == "frameworks":
+            item.add_marker(pytest.mark.frameworks)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -43,6 +43,7 @@ from recall_schemas import (
     new_id,
 )
 from recall_schemas.coordination import ChangeBatch, UnifiedRecallResult
+from recall_schemas.requests import MAX_LIMIT
 from recall_schemas.subjects import request_subject
 
 pytestmark = pytest.mark.timeout(180)
@@ -233,6 +234,14 @@ async def test_the_client_pages_listings_and_returns_every_bead_exactly_once(wor
     ranked = await member.rank_by_importance(world.bead_ids)
     assert sorted(b.bead_id for b in ranked) == sorted(everything)
     assert [b.importance for b in ranked] == sorted((b.importance for b in ranked), reverse=True)
+
+
+async def test_a_limit_beyond_one_request_s_is_paged_not_refused(world: World) -> None:
+    member = await world.client(timeout=10, retries=0)
+    await world.owner.add_member(world.group_id, member.ai_id)
+    beyond = MAX_LIMIT * 2
+    assert [b.bead_id for b in await member.get_by_tag(world.tag, limit=beyond)] == world.bead_ids[:-1][::-1]
+    assert len(await member.get_recent(limit=beyond)) == len(world.bead_ids)
 
 
 async def test_the_change_feed_replays_every_change_exactly_once_across_cut_batches(world: World) -> None:

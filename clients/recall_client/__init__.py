@@ -9,6 +9,7 @@ from recall_schemas import (
     PayloadTooLarge,
     RecallError,
     RecallTimeout,
+    Unauthorized,
     Unavailable,
 )
 
@@ -25,6 +26,7 @@ __all__ = [
     "RecallClient",
     "RecallError",
     "RecallTimeout",
+    "Unauthorized",
     "Unavailable",
     "retry_on_conflict",
 ]

@@ -99,6 +99,7 @@ from recall_schemas.requests import (
     INDEX_AFTER_HEADER,
     INDEX_SEQ_HEADER,
     MAX_BATCH,
+    MAX_LIMIT,
     REQUEST_ID_HEADER,
     index_seq_key,
 )
@@ -245,8 +246,14 @@ class RecallClient:
         self._password = password
         self._nc = nc
         self._owns_nc = nc is None
+        self._connecting = asyncio.Lock()
         self._events: EventPublisher | None = None
         self.tracing = tracing_from_env() if tracing is None else tracing
+
+    @property
+    def creds(self) -> str | None:
+        """The path of the NATS credentials file this client connects with, if any."""
+        return self._creds
 
     @property
     def index_position(self) -> str | None:
@@ -262,27 +269,34 @@ class RecallClient:
             self._index_seq = position
 
     async def connect(self) -> RecallClient:
-        if self._nc is None:
-            options: dict[str, Any] = {
-                "servers": [url.strip() for url in self.nats_url.split(",")],
-                "name": f"recall-client:{self.ai_id}",
-                "inbox_prefix": inbox_prefix(self.ai_id).encode(),
-                "max_reconnect_attempts": -1,
-                "reconnect_time_wait": 0.5,
-                "allow_reconnect": True,
-            }
-            if self._creds:
-                issued_to = creds_identity(self._creds)
-                if issued_to != self.ai_id:
-                    if re.fullmatch(AI_ID_PATTERN, issued_to):
-                        raise Unauthorized(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
-                    log.warning("credentials %s are issued to %r, not %s", self._creds, issued_to, self.ai_id)
-                options["user_credentials"] = self._creds
-            if self._user:
-                options["user"] = self._user
-                options["password"] = self._password
-            self._nc = await self._connect(options)
+        """Connect, once: concurrent first calls (two adapters sharing a client) share one connection."""
+        if self._nc is not None:
+            return self
+        async with self._connecting:
+            if self._nc is None:
+                self._nc = await self._open()
         return self
+
+    async def _open(self) -> NATS:
+        options: dict[str, Any] = {
+            "servers": [url.strip() for url in self.nats_url.split(",")],
+            "name": f"recall-client:{self.ai_id}",
+            "inbox_prefix": inbox_prefix(self.ai_id).encode(),
+            "max_reconnect_attempts": -1,
+            "reconnect_time_wait": 0.5,
+            "allow_reconnect": True,
+        }
+        if self._creds:
+            issued_to = creds_identity(self._creds)
+            if issued_to != self.ai_id:
+                if re.fullmatch(AI_ID_PATTERN, issued_to):
+                    raise Unauthorized(f"credentials {self._creds} belong to {issued_to}, not {self.ai_id}")
+                log.warning("credentials %s are issued to %r, not %s", self._creds, issued_to, self.ai_id)
+            options["user_credentials"] = self._creds
+        if self._user:
+            options["user"] = self._user
+            options["password"] = self._password
+        return await self._connect(options)
 
     async def _connect(self, options: dict[str, Any]) -> NATS:
         """``nats.connect``, but a server that refuses the credentials fails it at once instead of
@@ -551,13 +565,13 @@ class RecallClient:
         """Up to ``limit`` beads of a listing, page after page: a page cut to fit the bus says
         ``truncated``, and its ``next_cursor`` continues the listing after its last bead."""
         beads: list[MemoryBead] = []
-        request = _build(model, limit=limit, **fields)  # a first page names no cursor
+        request = _build(model, limit=min(limit, MAX_LIMIT), **fields)  # a first page names no cursor
         while True:
             reply = await self.call(op, request, BeadList)
             beads.extend(reply.beads)
             if len(beads) >= limit or reply.next_cursor is None or not reply.beads:
                 return beads
-            request = _build(model, limit=limit - len(beads), cursor=reply.next_cursor, **fields)
+            request = _build(model, limit=min(limit - len(beads), MAX_LIMIT), cursor=reply.next_cursor, **fields)
 
     async def get_by_session(
         self, session_id: str, limit: int = 100, as_of: datetime | None = None

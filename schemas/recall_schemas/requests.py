@@ -29,7 +29,9 @@ from .models import (
 )
 from .validity import AS_OF, VALID_AT, VALID_FROM, VALID_TO, DateWindow, UtcTime, check_interval
 
-Limit = Annotated[int, Field(ge=1, le=500)]
+MAX_LIMIT = 500
+"""The most items one request's ``limit`` may ask for (listings page past it)."""
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
 REFERENCE_TIME = (
     "When the question is asked (ISO 8601 with a time zone): date expressions in the query ('last week', 'in "
     "May') are read against it; default now, or as_of"
