@@ -153,6 +153,18 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+async def team(
+    connect: ClientFactory, members: int = 2, name: str = "team"
+) -> tuple[RecallClient, str, list[RecallClient]]:
+    """An ops, the group it created, and ``members`` agents it added to it."""
+    ops = await connect(new_ai("o"))
+    group = await ops.create_group(name)
+    agents = [await connect() for _ in range(members)]
+    for agent in agents:
+        await ops.add_member(group.group_id, agent.ai_id)
+    return ops, group.group_id, agents
+
+
 async def until(what: str, check: Callable[[], object], within: float = 60.0) -> None:
     """Wait for a condition of the outside world (a process serving, a replica caught up, a gauge at
     zero), bounded: ``check`` returns a truth value or an awaitable of one; a RecallError or OSError

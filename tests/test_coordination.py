@@ -19,17 +19,7 @@ from recall_schemas.coordination import Todo
 from recall_schemas.events import DeadLetter
 from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
 
-from tests.conftest import new_ai
-
-
-async def _group(connect, members: int = 2):
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("team")
-    agents = [await connect() for _ in range(members)]
-    for agent in agents:
-        await ops.add_member(group.group_id, agent.ai_id)
-    return ops, group.group_id, agents
-
+from tests.conftest import new_ai, team
 
 # --- events -----------------------------------------------------------------------------------
 
@@ -77,7 +67,7 @@ async def test_an_event_that_can_never_apply_is_dead_lettered_with_its_reason(co
     letter = await _dead_letter(connect, hub_service, lambda: js.publish(subject, b"{not json", headers=message_id))
     assert letter.code == "invalid" and letter.subject == subject and letter.payload == "{not json"
 
-    ops, group_id, (member,) = await _group(connect, 1)
+    ops, group_id, (member,) = await team(connect, 1)
     stranger = await connect()
     letter = await _dead_letter(connect, hub_service, lambda: stranger.events.member_added(group_id, stranger.ai_id))
     assert letter.code == "not_found" and letter.publisher == stranger.ai_id
@@ -155,7 +145,7 @@ async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
 
 
 async def test_agent_state_is_private_except_through_a_transfer(connect):
-    _, _, (alice, bob) = await _group(connect)
+    _, _, (alice, bob) = await team(connect)
     saved = await alice.ai_state_save(todos=[Todo(text="finish the migration")], working_notes="halfway")
     assert saved.todos[0].text == "finish the migration"
     assert (await alice.ai_state_save(context_summary="migrating users")).working_notes == "halfway"
@@ -174,7 +164,7 @@ async def test_agent_state_is_private_except_through_a_transfer(connect):
 
 
 async def test_ops_handoff_moves_role_context_and_state_together(connect):
-    ops, group_id, (alice, bob) = await _group(connect)
+    ops, group_id, (alice, bob) = await team(connect)
     decision = await ops.create_bead("Ship on Friday", "release train", importance=9, group_id=group_id,
                                      visibility="group")
     todo = await ops.create_bead("Rotate the TLS cert", bead_type="todo", group_id=group_id, visibility="group")
@@ -208,7 +198,7 @@ async def test_ops_handoff_moves_role_context_and_state_together(connect):
 
 
 async def test_a_refused_handoff_changes_nothing(connect):
-    ops, group_id, (alice,) = await _group(connect, 1)
+    ops, group_id, (alice,) = await team(connect, 1)
     stranger = await connect()
     before = (await ops.list_members(group_id)).members
     with pytest.raises(NotFound):
@@ -226,7 +216,7 @@ async def test_a_refused_handoff_changes_nothing(connect):
 
 
 async def test_members_follow_the_change_feed_and_late_joiners_replay_it(connect):
-    ops, group_id, (alice,) = await _group(connect, 1)
+    ops, group_id, (alice,) = await team(connect, 1)
     feed = alice.changes(group_id)
     first = asyncio.ensure_future(anext(feed))  # replays the (empty) log, then waits for live changes
     created = await ops.create_bead("Feed item", "one", group_id=group_id, visibility="group")
@@ -248,7 +238,7 @@ async def test_members_follow_the_change_feed_and_late_joiners_replay_it(connect
 
 
 async def test_an_ex_member_stops_receiving_at_once(connect):
-    ops, group_a, (alice,) = await _group(connect, 1)
+    ops, group_a, (alice,) = await team(connect, 1)
     group_b = (await ops.create_group("still together")).group_id
     await ops.add_member(group_b, alice.ai_id)
     async with alice.notifications() as notes:
@@ -286,7 +276,7 @@ async def test_learn_recall_unified_and_promote(connect):
 
 
 async def test_audit_records_reads_writes_and_refusals(connect, hub):
-    ops, group_id, (alice,) = await _group(connect, 1)
+    ops, group_id, (alice,) = await team(connect, 1)
     bead = await ops.create_bead("Audited", group_id=group_id, visibility="group")
     await alice.get_bead(bead.bead_id)
     await ops.remove_member(group_id, alice.ai_id)

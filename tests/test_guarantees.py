@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, new_ai, team
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
@@ -20,15 +20,6 @@ from recall_hub.ops.beads import create_bead, delete_bead, update_bead
 from recall_hub.store.vectors import scope_of
 from recall_schemas import Conflict, CreateBead, DeleteBead, UpdateBead, new_id
 from recall_schemas.requests import BeadUpdates
-
-
-async def _group(connect: ClientFactory, members: int = 1) -> tuple[RecallClient, str, list[RecallClient]]:
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("team")
-    agents = [await connect() for _ in range(members)]
-    for agent in agents:
-        await ops.add_member(group.group_id, agent.ai_id)
-    return ops, group.group_id, agents
 
 
 async def _scopes_holding(hub: HubContext, bead_id: str, scopes: list[str]) -> list[str]:
@@ -72,7 +63,7 @@ async def test_concurrent_read_modify_writes_lose_nothing(connect: ClientFactory
 
 
 async def test_concurrent_scope_changes_leave_one_vector_in_the_current_scope(connect: ClientFactory, hub: HubContext):
-    ops, g1, _ = await _group(connect, 0)
+    ops, g1, _ = await team(connect, 0)
     g2 = (await ops.create_group("second")).group_id
     scopes = ["global", f"private:{ops.ai_id}", f"group:{g1}", f"group:{g2}"]
     moves = [
@@ -124,7 +115,7 @@ async def test_a_dedupe_merge_never_changes_a_bead_the_caller_may_not_modify(con
 
 
 async def test_a_group_ops_merges_duplicates_of_the_group(connect: ClientFactory):
-    ops, group_id, (agent,) = await _group(connect)
+    ops, group_id, (agent,) = await team(connect, 1)
     text = f"rotate the staging keys {new_id('x')}"
     older = await agent.create_bead("Keys", text, group_id=group_id, visibility="group")
     newer = await ops.create_bead("Keys", text, group_id=group_id, visibility="group")
@@ -138,7 +129,7 @@ async def test_a_group_ops_merges_duplicates_of_the_group(connect: ClientFactory
 
 
 async def test_a_bead_leaving_a_group_reads_as_deleted_in_its_feed(connect: ClientFactory):
-    ops, group_id, (member,) = await _group(connect)
+    ops, group_id, (member,) = await team(connect, 1)
     bead = await ops.create_bead("Shared for now", "later private", group_id=group_id, visibility="group")
     start = (await member.changes_since(group_id)).changes
     cursor = start[-1].cursor if start else None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, new_ai, team
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, Item, PutOp, SearchItem, SearchOp
 from recall_client import Forbidden, RecallClient
@@ -28,16 +28,6 @@ pytestmark = pytest.mark.timeout(180)
 
 def unique(label: str) -> str:
     return f"{label}-{secrets.token_hex(4)}"
-
-
-async def team(connect: ClientFactory, members: int = 2) -> tuple[RecallClient, str, list[RecallClient]]:
-    """An ops, the group it created, and ``members`` agents it added."""
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("langgraph team")
-    agents = [await connect() for _ in range(members)]
-    for agent in agents:
-        await ops.add_member(group.group_id, agent.ai_id)
-    return ops, group.group_id, agents
 
 
 # --- every operation ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem,
 from agents.memory import Session, SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, new_ai, team
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_client.integrations.openai_agents import RecallSession, hub_session_id
@@ -33,15 +33,6 @@ def said(role: str, text: str) -> TResponseInputItem:
 
 def conversation_id() -> str:
     return f"conversation-{secrets.token_hex(4)}"
-
-
-async def team(connect: ClientFactory, members: int = 2) -> tuple[RecallClient, str, list[RecallClient]]:
-    ops = await connect(new_ai("o"))
-    group = await ops.create_group("agents sdk team")
-    agents = [await connect() for _ in range(members)]
-    for agent in agents:
-        await ops.add_member(group.group_id, agent.ai_id)
-    return ops, group.group_id, agents
 
 
 # --- every operation ---------------------------------------------------------------------------------
