@@ -170,10 +170,15 @@ class VectorStore:
         self._note_write()
         rows = [(b, scope, np.atleast_2d(v), attrs) for b, scope, v, attrs in items]
         before = await self._chunk_counts([(b, scope) for b, scope, _, _ in rows])
-        pipe = self.redis.pipeline(transaction=False)
+        # Redis 8.2's VADD of an element the set already holds changes it in memory only: neither the AOF nor a
+        # replica sees the change, so after a restart (or on the replica) the old vector and attributes are back.
+        # An element being replaced is removed and added again instead, in one transaction (never missing).
+        pipe = self.redis.pipeline(transaction=any(before))
         for (bead_id, scope, vectors, attrs), had in zip(rows, before, strict=True):
             described = _attributes_json(attrs, len(vectors))
             for chunk, vector in enumerate(vectors):
+                if chunk < had:
+                    pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
                 pipe.execute_command(
                     "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), element(bead_id, chunk),
                     self.quantization, "SETATTR", described,
