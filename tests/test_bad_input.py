@@ -933,7 +933,7 @@ async def test_the_client_raises_invalid_request_before_sending(stack: EmbeddedS
         lambda: client.search_beads("q", filters={"caller": new_ai()}),
         lambda: client.search_beads("q", mode="fuzzy"),
         lambda: client.get_by_tag("two words"),
-        lambda: client.get_recent(limit=501),
+        lambda: client.get_recent(limit=0),
         lambda: client.add_relationship(b, b, "RELATED_TO"),
         lambda: client.add_relationship(b, new_id("b"), "LIKES"),
         lambda: client.traverse_graph(b, max_depth=9),
