@@ -12,6 +12,7 @@ import contextlib
 import gc
 import importlib.util
 import inspect
+import json
 import secrets
 import time
 import warnings
@@ -27,7 +28,7 @@ from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderConfig
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
-from recall_hub.tooling.auth import AuthBundle
+from recall_hub.tooling.auth import AuthBundle, generate
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import MemoryBead, RecallError, Visibility
 
@@ -151,6 +152,14 @@ async def secure_hub_on(stack: EmbeddedStack, bundle: AuthBundle, graph_prefix: 
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+def roster_bundle(base: Path, ops: list[str], agents: list[str]) -> AuthBundle:
+    """NATS credentials for a roster of these identities (``recall auth init``'s code), generated under ``base``:
+    what a module's ``bundle`` fixture returns for :func:`secure_stack` and :func:`secure_hub`."""
+    roster = base / "roster.yaml"
+    roster.write_text(json.dumps({"ops": ops, "agents": agents}))  # JSON is YAML
+    return generate(roster, base / "auth")
 
 
 async def team(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nkeys
 import pytest
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, new_ai, roster_bundle
 from google.adk.agents import LlmAgent
 from google.adk.events.event import Event
 from google.adk.memory.memory_entry import MemoryEntry
@@ -30,7 +30,7 @@ from pydantic import Field
 from recall_client import NotFound, RecallClient
 from recall_client.integrations.adk import RecallMemoryService, hub_session_id, scope_tag
 from recall_hub.service.endpoints import HubService
-from recall_hub.tooling.auth import AuthBundle, format_creds, generate, read_creds
+from recall_hub.tooling.auth import AuthBundle, format_creds, read_creds
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import Unauthorized
 
@@ -224,10 +224,7 @@ OPS, A, B = new_ai("o"), new_ai("a"), new_ai("a")
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
-    base = tmp_path_factory.mktemp("adk-secure")
-    roster = base / "roster.yaml"
-    roster.write_text(json.dumps({"ops": [OPS], "agents": [A, B]}))  # JSON is YAML
-    return generate(roster, base / "auth")
+    return roster_bundle(tmp_path_factory.mktemp("adk-secure"), [OPS], [A, B])
 
 
 async def test_the_service_connects_its_client_with_the_identity_s_own_credentials(

@@ -22,11 +22,11 @@ from autogen_core import AgentId, MessageContext, RoutedAgent, SingleThreadedAge
 from autogen_core.memory import Memory, MemoryContent, MemoryMimeType
 from autogen_core.model_context import BufferedChatCompletionContext, UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, SystemMessage, UserMessage
-from conftest import ClientFactory, new_ai
+from conftest import ClientFactory, new_ai, roster_bundle
 from recall_client import InvalidRequest, RecallClient
 from recall_client.integrations.autogen import RecallMemory, memory_tag
 from recall_hub.service.endpoints import HubService
-from recall_hub.tooling.auth import AuthBundle, format_creds, generate, read_creds
+from recall_hub.tooling.auth import AuthBundle, format_creds, read_creds
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import Unauthorized
 
@@ -154,10 +154,7 @@ OPS, A, B = new_ai("o"), new_ai("a"), new_ai("a")
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
-    base = tmp_path_factory.mktemp("autogen-secure")
-    roster = base / "roster.yaml"
-    roster.write_text(json.dumps({"ops": [OPS], "agents": [A, B]}))  # JSON is YAML
-    return generate(roster, base / "auth")
+    return roster_bundle(tmp_path_factory.mktemp("autogen-secure"), [OPS], [A, B])
 
 
 async def test_a_dumped_memory_holds_the_connection_and_loads_as_a_working_memory(

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from conftest import ClientFactory, new_ai, team
+from conftest import ClientFactory, new_ai, roster_bundle, team
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, Item, PutOp, SearchItem, SearchOp
 from recall_client import Forbidden, RecallClient
 from recall_client.integrations.langgraph import RecallStore, item_tag, namespace_tag
 from recall_hub.service.endpoints import HubService
-from recall_hub.tooling.auth import AuthBundle, format_creds, generate, read_creds
+from recall_hub.tooling.auth import AuthBundle, format_creds, read_creds
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import Unauthorized
 
@@ -266,9 +266,7 @@ OPS, ALICE, BOB = new_ai("o"), new_ai(), new_ai()
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
-    base = tmp_path_factory.mktemp("langgraph-secure")
-    (base / "roster.yaml").write_text(json.dumps({"ops": [OPS], "agents": [ALICE, BOB]}))  # JSON is YAML
-    return generate(base / "roster.yaml", base / "auth")
+    return roster_bundle(tmp_path_factory.mktemp("langgraph-secure"), [OPS], [ALICE, BOB])
 
 
 async def test_refused_credentials_fail_the_store_s_first_call_clearly(

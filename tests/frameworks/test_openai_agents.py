@@ -15,12 +15,12 @@ from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem,
 from agents.memory import Session, SessionSettings
 from agents.models.interface import Model
 from agents.usage import Usage
-from conftest import ClientFactory, new_ai, team
+from conftest import ClientFactory, new_ai, roster_bundle, team
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_client.integrations.openai_agents import RecallSession, hub_session_id
 from recall_hub.service.endpoints import HubService
-from recall_hub.tooling.auth import AuthBundle, format_creds, generate, read_creds
+from recall_hub.tooling.auth import AuthBundle, format_creds, read_creds
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import Unauthorized
 
@@ -135,9 +135,7 @@ ALICE, BOB = new_ai(), new_ai()
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> AuthBundle:
-    base = tmp_path_factory.mktemp("openai-agents-secure")
-    (base / "roster.yaml").write_text(json.dumps({"ops": [new_ai("o")], "agents": [ALICE, BOB]}))  # JSON is YAML
-    return generate(base / "roster.yaml", base / "auth")
+    return roster_bundle(tmp_path_factory.mktemp("openai-agents-secure"), [new_ai("o")], [ALICE, BOB])
 
 
 async def test_refused_credentials_fail_the_session_s_first_call_clearly(
