@@ -564,14 +564,25 @@ class RecallClient:
     async def _listing(self, op: str, model: type[BaseModel], limit: int, **fields: Any) -> list[MemoryBead]:
         """Up to ``limit`` beads of a listing, page after page: a page cut to fit the bus says
         ``truncated``, and its ``next_cursor`` continues the listing after its last bead."""
-        beads: list[MemoryBead] = []
-        request = _build(model, limit=min(limit, MAX_LIMIT), **fields)  # a first page names no cursor
+        return [bead async for bead in self._pages(op, model, limit, **fields)]
+
+    async def _pages(
+        self, op: str, model: type[BaseModel], limit: int | None, **fields: Any
+    ) -> AsyncIterator[MemoryBead]:
+        """The beads of a listing as they are read, page after page (at most :data:`MAX_LIMIT` a request), up to
+        ``limit`` (None: all of them)."""
+        read = 0
+        size = MAX_LIMIT if limit is None else min(limit, MAX_LIMIT)
+        request = _build(model, limit=size, **fields)  # a first page names no cursor
         while True:
             reply = await self.call(op, request, BeadList)
-            beads.extend(reply.beads)
-            if len(beads) >= limit or reply.next_cursor is None or not reply.beads:
-                return beads
-            request = _build(model, limit=min(limit - len(beads), MAX_LIMIT), cursor=reply.next_cursor, **fields)
+            for bead in reply.beads:
+                yield bead
+            read += len(reply.beads)
+            if (limit is not None and read >= limit) or reply.next_cursor is None or not reply.beads:
+                return
+            size = MAX_LIMIT if limit is None else min(limit - read, MAX_LIMIT)
+            request = _build(model, limit=size, cursor=reply.next_cursor, **fields)
 
     async def get_by_session(
         self, session_id: str, limit: int = 100, as_of: datetime | None = None
@@ -587,6 +598,14 @@ class RecallClient:
     async def get_by_tag(self, tag: str, limit: int = 100, as_of: datetime | None = None) -> list[MemoryBead]:
         """Visible beads with ``tag``, newest first: up to ``limit`` (paged for you)."""
         return await self._listing("get_by_tag", GetByTag, limit, tag=tag, as_of=as_of)
+
+    def iter_by_tag(self, tag: str) -> AsyncIterator[MemoryBead]:
+        """Every visible bead with ``tag``, newest first, read page after page as the caller goes on."""
+        return self._pages("get_by_tag", GetByTag, None, tag=tag)
+
+    def iter_by_session(self, session_id: str) -> AsyncIterator[MemoryBead]:
+        """Every visible bead of a session (:meth:`get_by_session`'s), oldest first, read page after page."""
+        return self._pages("get_by_session", GetBySession, None, session_id=session_id)
 
     async def get_recent(
         self, limit: int = 10, since: datetime | None = None, as_of: datetime | None = None

@@ -1,5 +1,5 @@
-"""What the framework adapters share, one way each: connecting their client, reading a listing, hashing names into
-tags and ids, titles, where a bead goes, deleting beads, reading a bead's JSON. Imports no framework."""
+"""What the framework adapters share, one way each: connecting their client, hashing names into tags and ids,
+titles, where a bead goes, deleting beads, reading a bead's JSON. Imports no framework."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
-from recall_schemas import BeadList, MemoryBead, NotFound, Unauthorized, Unavailable
-from recall_schemas.requests import MAX_LIMIT
+from recall_schemas import MemoryBead, NotFound, Unauthorized, Unavailable
 
 from ..client import RecallClient
 
@@ -37,19 +35,6 @@ async def connected(client: RecallClient, adapter: str) -> bool:
     except Unauthorized as exc:
         raise Unauthorized(f"{adapter} cannot act as {client.ai_id}: {exc.message}", exc.details) from exc
     return True
-
-
-async def listing(client: RecallClient, op: str, model: type[BaseModel], **fields: Any) -> AsyncIterator[MemoryBead]:
-    """Every bead of the listing ``op`` (``get_by_tag``, ``get_by_session``, …) of ``model(**fields)`` this identity
-    sees, page after page (:data:`~recall_schemas.requests.MAX_LIMIT` beads a request) as they are read."""
-    cursor: str | None = None
-    while True:
-        page = await client.call(op, model(**fields, limit=MAX_LIMIT, cursor=cursor), BeadList)
-        for bead in page.beads:
-            yield bead
-        if page.next_cursor is None or not page.beads:
-            return
-        cursor = page.next_cursor
 
 
 def digest(*parts: str, size: int) -> str:

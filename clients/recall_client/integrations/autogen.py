@@ -44,10 +44,10 @@ from autogen_core.memory import Memory, MemoryContent, MemoryMimeType, MemoryQue
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import SystemMessage, UserMessage
 from pydantic import BaseModel, Field
-from recall_schemas import GetByTag, InvalidRequest, MemoryBead
+from recall_schemas import InvalidRequest, MemoryBead
 
 from recall_client.client import RecallClient
-from recall_client.integrations._hub import connected, delete_all, listing, placement, tag_of, title_of
+from recall_client.integrations._hub import connected, delete_all, placement, tag_of, title_of
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class RecallMemory(Memory, Component[RecallMemoryConfig]):  # type: ignore[misc,
         hub = await self._hub()
         own = [
             b.bead_id
-            async for b in listing(hub, "get_by_tag", GetByTag, tag=self.tag)
+            async for b in hub.iter_by_tag(self.tag)
             if b.created_by == hub.ai_id and b.group_id == self.group_id
         ]
         await delete_all(hub, own)

@@ -57,12 +57,12 @@ from langgraph.store.base import (
     get_text_at_path,
     tokenize_path,
 )
-from recall_schemas import GetByTag, MemoryBead, NotFound
+from recall_schemas import MemoryBead, NotFound
 from recall_schemas.ids import GROUP_ID_PATTERN
 from recall_schemas.requests import MAX_TAGS
 
 from ..client import RecallClient
-from ._hub import clip, connected, digest, json_object, listing, placement
+from ._hub import clip, connected, digest, json_object, placement
 
 log = logging.getLogger(__name__)
 
@@ -361,7 +361,7 @@ class RecallStore(BaseStore):  # type: ignore[misc,unused-ignore]  # BaseStore i
 
     def _tagged(self, tag: str) -> AsyncIterator[MemoryBead]:
         """The visible beads with ``tag``, newest first, page after page as they are read."""
-        return listing(self.client, "get_by_tag", GetByTag, tag=tag)
+        return self.client.iter_by_tag(tag)
 
     def _item_address(self, bead: MemoryBead) -> tuple[tuple[str, ...], str] | None:
         """``(namespace, key)`` of a bead this store wrote, if it is stored in its namespace's scope."""

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, cast
 from recall_schemas import (
     CreateBead,
     ErrorReply,
-    GetBySession,
     MemoryBead,
     NotFound,
     error_from_reply,
@@ -47,7 +46,7 @@ from recall_schemas import (
 from recall_schemas.ids import SESSION_ID_PATTERN
 
 from ..client import RecallClient
-from ._hub import clip, connected, delete_all, digest, json_object, listing, placement
+from ._hub import clip, connected, delete_all, digest, json_object, placement
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -144,7 +143,7 @@ class RecallSession:
         await self._ready()
         beads = [
             b
-            async for b in listing(self.client, "get_by_session", GetBySession, session_id=self.hub_session_id)
+            async for b in self.client.iter_by_session(self.hub_session_id)
             if TAG in b.tags and isinstance(b.metadata.get("position"), int)
         ]
         return sorted(beads, key=lambda b: (b.metadata["position"], b.created_at, b.bead_id))
