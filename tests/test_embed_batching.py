@@ -50,3 +50,35 @@ async def test_a_failing_batch_fails_its_requests_and_the_next_ones_still_work()
         assert (await batching.embed(["fine"])).shape == (1, 64)
     finally:
         await batching.aclose()
+
+
+async def test_queries_do_not_wait_behind_documents() -> None:
+    """Queries and documents queue apart: a query sent while documents are being embedded goes to the
+    model at once, as a call of its own kind."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    kinds: list[str] = []
+
+    class Slow(Counting):
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            kinds.append("documents")
+            started.set()
+            await release.wait()
+            return await super().embed(texts)
+
+        async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+            kinds.append("queries")
+            return await HashEmbedder.embed(self, texts)
+
+    inner = Slow()
+    batching = BatchingEmbedder(inner, max_batch=8)
+    try:
+        documents = [asyncio.ensure_future(batching.embed([f"note {i}"])) for i in range(3)]
+        await started.wait()
+        query = await batching.embed_queries(["what changed?"])
+        assert query.shape == (1, 64) and not any(d.done() for d in documents)
+        release.set()
+        await asyncio.gather(*documents)
+    finally:
+        await batching.aclose()
+    assert kinds[:2] == ["documents", "queries"]

@@ -166,9 +166,9 @@ async def test_local_reads_only_what_it_keeps_of_a_long_text(local: LocalEmbedde
     count = 3 if shape == "short" else 40_000
     text = " ".join(pieces() for _ in range(count)) if shape != "no whitespace" else "y" * 250_000
     texts = [text, text[: len(text) // 3], text[:5000], text[:700]]
-    tokenizer = local._load().tokenizer
+    tokenizer = local._load(local._documents).tokenizer
     expected = [e.ids for e in tokenizer.encode_batch(texts)]
-    assert local._token_ids(local._load(), texts) == expected
+    assert local._token_ids(local._load(local._documents), texts) == expected
     assert all(len(ids) <= local.max_tokens for ids in expected)
 
 
@@ -188,6 +188,17 @@ async def test_local_does_not_block_event_loop(local: LocalEmbedder) -> None:
     done.set()
     await task
     assert ticks > 10
+
+
+async def test_local_queries_have_their_own_lane(local: LocalEmbedder) -> None:
+    """A query is embedded as a document is (a symmetric model), on a session of its own: it is answered
+    while a large batch of documents is still being embedded, not after it."""
+    assert np.array_equal(await local.embed_queries(SENTENCES), await local.embed(SENTENCES))
+    documents = asyncio.ensure_future(local.embed([f"{s} {i}" for i in range(50) for s in SENTENCES]))
+    await asyncio.sleep(0)  # one turn of the loop: the documents are handed to their thread first
+    query = await local.embed_queries(["what did we decide about the deploy?"])
+    assert query.shape == (1, 384) and not documents.done()
+    await documents
 
 
 async def test_local_concurrent_calls_match_sequential(local: LocalEmbedder) -> None:

@@ -98,6 +98,8 @@ class EmbedderConfig(BaseModel):
     dimensions: int | None = Field(default=None, ge=1, le=65536)
     batch_size: int = Field(default=32, ge=1, le=4096)
     threads: int = Field(default=2, ge=1, le=256)
+    query_threads: int = Field(default=1, ge=1, le=256)
+    """ONNX threads of the local model's query lane (a session of its own for search queries)."""
     # Only for kind="openai": per-attempt HTTP timeout and retries of the official client.
     openai_timeout_s: float = Field(default=30.0, gt=0)
     openai_max_retries: int = Field(default=2, ge=0, le=10)

@@ -2,15 +2,16 @@
 
 While the model embeds one batch, new requests queue; the next call takes all of them (up to
 ``max_batch``). An idle hub adds no wait at all; a busy one embeds many creates per model call,
-which is what bounds ingest on a small CPU. Queries and documents share the queue; a model call
-takes one kind, since an asymmetric model embeds them differently.
+which is what bounds ingest on a small CPU. Queries and documents queue apart, each kind batched on
+its own: an asymmetric model embeds them differently, and a search's query must not wait behind the
+documents of a busy ingest (an embedder with a lane per kind, as the local one has, runs them at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -21,8 +22,8 @@ class BatchingEmbedder:
     def __init__(self, inner: Embedder, max_batch: int = 32) -> None:
         self.inner = inner
         self.max_batch = max_batch
-        self._queue: asyncio.Queue[tuple[str, bool, asyncio.Future[np.ndarray]]] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
+        self._documents = _Queue(inner.embed, max_batch, "recall-embed-documents")
+        self._queries = _Queue(inner.embed_queries, max_batch, "recall-embed-queries")
 
     @property
     def model_id(self) -> str:
@@ -42,41 +43,49 @@ class BatchingEmbedder:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) != 1:
             return await self.inner.embed(texts)
-        return await self._queued(texts[0], query=False)
+        return await self._documents.vector(texts[0])
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) != 1:
             return await self.inner.embed_queries(texts)
-        return await self._queued(texts[0], query=True)
+        return await self._queries.vector(texts[0])
 
-    async def _queued(self, text: str, query: bool) -> np.ndarray:
+    async def aclose(self) -> None:
+        await self._documents.aclose()
+        await self._queries.aclose()
+        await self.inner.aclose()
+
+
+class _Queue:
+    """Single texts of one kind, embedded together by ``embed`` while they queue behind a call in flight."""
+
+    def __init__(self, embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], max_batch: int, name: str) -> None:
+        self._embed = embed
+        self._max_batch = max_batch
+        self._name = name
+        self._waiting: asyncio.Queue[tuple[str, asyncio.Future[np.ndarray]]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+
+    async def vector(self, text: str) -> np.ndarray:
         if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._run(), name="recall-embed-batcher")
+            self._worker = asyncio.create_task(self._run(), name=self._name)
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        await self._queue.put((text, query, future))
+        await self._waiting.put((text, future))
         return (await future).reshape(1, -1)
 
     async def _run(self) -> None:
-        held: tuple[str, bool, asyncio.Future[np.ndarray]] | None = None
         while True:
-            first = held or await self._queue.get()
-            held = None
-            batch = [first]
-            while len(batch) < self.max_batch and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item[1] != first[1]:
-                    held = item  # the other kind: the next call's first
-                    break
-                batch.append(item)
-            texts = [text for text, _, _ in batch]
+            batch = [await self._waiting.get()]
+            while len(batch) < self._max_batch and not self._waiting.empty():
+                batch.append(self._waiting.get_nowait())
             try:
-                vectors = await (self.inner.embed_queries(texts) if first[1] else self.inner.embed(texts))
+                vectors = await self._embed([text for text, _ in batch])
             except Exception as exc:  # each waiting request gets the failure, the worker lives on
-                for _, _, future in batch:
+                for _, future in batch:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            for (_, _, future), vector in zip(batch, vectors, strict=True):
+            for (_, future), vector in zip(batch, vectors, strict=True):
                 if not future.done():
                     future.set_result(vector)
 
@@ -85,4 +94,3 @@ class BatchingEmbedder:
             self._worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-        await self.inner.aclose()

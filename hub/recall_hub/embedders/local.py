@@ -14,13 +14,18 @@ padded to its own longest text instead: texts are sorted by length, and a run en
 ``batch_size`` texts or where more than 20% of it would be padding (on CPU the cost is about linear in
 padded tokens; on LoCoMo turns this doubles batched throughput over plain chunks of 32).
 
-Inference runs on one dedicated worker thread per embedder, so the event loop is never blocked and
-concurrent requests queue instead of oversubscribing the CPU; the ONNX session uses ``threads``
-intra-op threads. The model is loaded once, on first use (or :meth:`LocalEmbedder.warmup`).
+Inference runs on dedicated worker threads, so the event loop is never blocked and concurrent requests
+queue instead of oversubscribing the CPU. Documents and queries have a lane each — an ONNX session on a
+thread of its own — so a search's query never waits behind a batch of documents being embedded (a batch
+of 32 takes hundreds of milliseconds; a query a few). The document session uses ``threads`` intra-op
+threads, the query session ``query_threads`` (one: a query is a few tokens, and the other core is
+left to the keyword search that runs beside it). Each session is loaded once, on first use (or
+:meth:`LocalEmbedder.warmup`); both give the same vectors.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -71,6 +76,16 @@ def _packaged_model_sha256() -> str | None:
     return sha if isinstance(sha, str) else None
 
 
+class _Lane:
+    """One ONNX session on one thread: loaded on first use, runs serialised."""
+
+    def __init__(self, name: str, threads: int) -> None:
+        self.threads = threads
+        self.thread = ModelThread(name)
+        self.run_lock = threading.Lock()
+        self.loaded: _Loaded | None = None
+
+
 class _Loaded:
     """Tokenizer + session + how to feed them, built once."""
 
@@ -96,6 +111,7 @@ class LocalEmbedder:
         *,
         batch_size: int = 32,
         threads: int = 2,
+        query_threads: int = 1,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -103,8 +119,8 @@ class LocalEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        if threads < 1:
-            raise ValueError("threads must be >= 1")
+        if threads < 1 or query_threads < 1:
+            raise ValueError("threads and query_threads must be >= 1")
         if not 8 <= max_tokens <= 512:
             raise ValueError("max_tokens must be between 8 and 512 (the model's position limit)")
         self.batch_size = batch_size
@@ -123,9 +139,8 @@ class LocalEmbedder:
         self._model_id = model_id
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
-        self._loaded: _Loaded | None = None
-        self._thread = ModelThread("local")
-        self._run_lock = threading.Lock()
+        self._documents = _Lane("local", threads)
+        self._queries = _Lane("local-queries", query_threads)
 
     # -- the Embedder protocol ------------------------------------------------------------------
 
@@ -143,33 +158,38 @@ class LocalEmbedder:
         return self.max_tokens
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._thread.vectors(texts, LOCAL_DIM, self.embed_sync)
+        return await self._documents.thread.vectors(texts, LOCAL_DIM, self.embed_sync)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await self.embed(texts)  # a symmetric model
+        """The same vectors as :meth:`embed` (a symmetric model), from the query lane."""
+        return await self._queries.thread.vectors(texts, LOCAL_DIM, self._embed_on, self._queries)
 
     async def warmup(self) -> None:
-        """Load the model and run it once, so the first real request pays no start-up cost."""
-        await self.embed(["warm up"])
+        """Load both sessions and run each once, so the first real request pays no start-up cost."""
+        await asyncio.gather(self.embed(["warm up"]), self.embed_queries(["warm up"]))
 
     async def aclose(self) -> None:
-        await self._thread.aclose()
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
-        """Synchronous :meth:`aclose`: stop the worker thread and release the session."""
-        self._thread.close()
-        with self._thread.lock:
-            self._loaded = None
+        """Stop the worker threads (after the call in flight) and release the sessions (blocks)."""
+        for lane in (self._documents, self._queries):
+            lane.thread.close()
+            with lane.thread.lock:
+                lane.loaded = None
 
     # -- synchronous API (thread-safe) ----------------------------------------------------------
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors, computed on the calling thread. Thread-safe: runs are serialised."""
+        return self._embed_on(texts, self._documents)
+
+    def _embed_on(self, texts: Sequence[str], lane: _Lane) -> np.ndarray:
         items = check_texts(texts)
         if not items:
             return np.zeros((0, LOCAL_DIM), dtype=np.float32)
-        loaded = self._load()
-        with self._run_lock:
+        loaded = self._load(lane)
+        with lane.run_lock:
             ids = self._token_ids(loaded, items)
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
             out = np.empty((len(items), LOCAL_DIM), dtype=np.float32)
@@ -233,17 +253,17 @@ class LocalEmbedder:
             result = summed / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
         return l2_normalise(result)
 
-    def _load(self) -> _Loaded:
-        loaded = self._loaded
+    def _load(self, lane: _Lane) -> _Loaded:
+        loaded = lane.loaded
         if loaded is not None:
             return loaded
-        with self._thread.lock:
-            self._thread.check_open()
-            if self._loaded is None:
-                self._loaded = self._load_locked()
-            return self._loaded
+        with lane.thread.lock:
+            lane.thread.check_open()
+            if lane.loaded is None:
+                lane.loaded = self._load_locked(lane.threads)
+            return lane.loaded
 
-    def _load_locked(self) -> _Loaded:
+    def _load_locked(self, threads: int) -> _Loaded:
         started = time.perf_counter()
         try:
             import onnxruntime as ort
@@ -266,7 +286,7 @@ class LocalEmbedder:
             raise EmbedderError(f"tokenizer {tokenizer_path} has no [PAD] token")
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -306,13 +326,14 @@ class LocalEmbedder:
         logger.info(
             "local embedder loaded: model=%s inputs=%s output=%s (%s) threads=%d max_tokens=%d in %.2fs",
             model_path, [name for name, _, _ in feeds], output,
-            "mean-pooled here" if token_level else "pooled by the model", self.threads, self.max_tokens,
+            "mean-pooled here" if token_level else "pooled by the model", threads, self.max_tokens,
             time.perf_counter() - started,
         )
         return _Loaded(tokenizer, session, feeds, output, token_level, pad_id)
 
     def __repr__(self) -> str:
-        return f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads})"
+        return (f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads}, "
+                f"query_threads={self._queries.threads})")
 
 
 _CHARS_PER_TOKEN_BOUND = 12
