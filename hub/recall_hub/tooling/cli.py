@@ -314,6 +314,17 @@ async def _bench(args: argparse.Namespace) -> int:
         print(render_flood(flood))
         _keep(args, "flood", flood)
         return 0 if flood.met else 1
+    if args.suite == "load":
+        from recall_hub.bench.load import LoadConfig, render_load, run_load
+
+        load = await run_load(
+            LoadConfig(agents=_ints(args.agents), hubs=_ints(args.hubs), seconds=args.seconds, rate=args.rate,
+                       embedder=args.embedder or "local"),
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(render_load(load))
+        _keep(args, "load", load)
+        return 0
     if args.suite == "growth":
         from recall_hub.bench.growth import render_growth, run_growth
 
@@ -344,6 +355,10 @@ async def _bench(args: argparse.Namespace) -> int:
     print(json.dumps(figures, indent=2, default=str) if args.json else render(report))
     _keep(args, "bench", figures)
     return 0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
 
 
 def _keep(args: argparse.Namespace, suite: str, report: Any) -> None:
@@ -704,12 +719,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
     bench.add_argument(
-        "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth", "flood"), default="bus",
+        "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth", "flood", "load"),
+        default="bus",
         help="bus: operations through NATS (default); vectors: vector-set parameters; embedder: texts/s; "
         "keyword: the keyword index alone at 10k and --beads; failover: a NATS node and a hub killed under load; "
         "growth: one graph's memory and query times at --sizes beads; flood: one identity's burst of large "
-        "writes against another's reads",
+        "writes against another's reads; load: many agents at once, closed and open loop, one and two hubs",
     )
+    bench.add_argument("--agents", default="8,32,128", help="load: agent counts, one level each (comma-separated)")
+    bench.add_argument("--hubs", default="1,2", help="load: hub processes, a stack each (comma-separated)")
+    bench.add_argument("--seconds", type=float, default=15.0, help="load: timed length of each level")
+    bench.add_argument("--rate", type=float, default=400.0, help="load: open-loop requests/s (0: closed loop only)")
     bench.add_argument("--runs", type=int, default=3, help="flood: runs, each on a fresh stack (median reported)")
     bench.add_argument("--sizes", default="10000,100000,1000000",
                        help="growth: bead counts the graph is measured at (comma-separated)")
