@@ -51,6 +51,10 @@ def _setup(record: Record) -> str:
                 f"durability {durability[1] if durability else '?'}")
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
+    if record.suite == "load":
+        c = figures.get("config", {})
+        return (f"agents {c.get('agents')}, hubs {c.get('hubs')}, {c.get('seconds')} s, rate {c.get('rate')}, "
+                f"embedder {c.get('embedder')}")
     return f"{figures.get('questions')} questions"
 
 
@@ -199,9 +203,28 @@ def growth_table(sitting: list[Record]) -> list[str]:
     return [_about(sitting[:1]), "", *render_growth(report).splitlines()[2:]]
 
 
+def load_table(sitting: list[Record]) -> list[str]:
+    """``recall bench --suite load``: each level's throughput and p99 in every run, beside their medians."""
+    config = sitting[0].figures["config"]
+    levels: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for run in sitting:
+        for level in run.figures["levels"]:
+            levels.setdefault((level["hubs"], level["loop"], level["agents"]), []).append(level)
+    lines = [_about(sitting) + f" {config['seconds']:g} s a level, open loop at {config['rate']:g} requests/s.", "",
+             "| hubs | loop | agents | req/s, each run | req/s median | p99 ms, each run | p99 median | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (hubs, loop, agents), runs in levels.items():
+        rates, tails = [lv["throughput"] for lv in runs], [lv["p99_ms"] for lv in runs]
+        lines.append(
+            f"| {hubs} | {loop} | {agents} | {' / '.join(f'{r:.0f}' for r in rates)} | **{_median(rates):.0f}** | "
+            f"{' / '.join(f'{t:.0f}' for t in tails)} | **{_median(tails):.0f}** | {sum(lv['errors'] for lv in runs)} |"
+        )
+    return lines
+
+
 SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
     "bench": bench_table, "locomo": locomo_table, "longmemeval": longmemeval_table, "tune": tune_table,
-    "growth": growth_table,
+    "growth": growth_table, "load": load_table,
 }
 """How a sitting of each suite is shown: ``<!-- results:SUITE -->`` is the suite's newest sitting,
 ``<!-- results:SUITE:FILE -->`` the one run kept in ``FILE`` (a results file's name without ``.json``)."""
