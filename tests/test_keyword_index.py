@@ -467,3 +467,35 @@ async def test_a_score_is_bm25_against_the_reference_length_whatever_else_the_in
     assert found["b_reference"] == pytest.approx(idf, rel=1e-4)  # tf 1 at the reference length: the IDF itself
     assert found["b_long"] == pytest.approx(expected(2, 4 * length), rel=1e-4)
     assert found["b_short"] > found["b_reference"] > found["b_long"]
+
+
+async def test_a_search_whose_write_was_applied_while_it_waited_goes_on_at_once(
+    connect: ClientFactory, hub_service: HubService
+) -> None:
+    """Searches that must see their caller's write queue for the keyword index. One whose write was applied
+    while it waited (by the follow, or another search) answers at once instead of applying and committing what
+    others wrote since: under many writers, that repeated work made every search wait behind the others."""
+    index = hub_service.ctx.keywords
+    writer, other = await connect(), await connect()
+    appliers: list[asyncio.Task[object] | None] = []
+    original = index._apply
+
+    async def recording(bead_ids: set[str]) -> None:
+        appliers.append(asyncio.current_task())
+        await original(bead_ids)
+
+    index._apply = recording  # type: ignore[method-assign]
+    try:
+        async with asyncio.timeout(30):
+            async with index._lock:  # the follow and every search wait here meanwhile
+                first = await writer.create_bead(f"first {secrets.token_hex(4)}")
+                waiting = asyncio.create_task(index.catch_up(writer.index_position))
+                await asyncio.sleep(0)  # one turn: the search's catch-up is past its first check, at the lock
+                await original({first.bead_id})  # applied as the follow would, while the search waits
+                await index._commit()
+                index.applied = writer.index_position
+                await other.create_bead(f"later {secrets.token_hex(4)}")  # more in the log after the search's write
+            await waiting
+    finally:
+        del index._apply
+    assert waiting not in appliers

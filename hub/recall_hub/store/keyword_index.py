@@ -314,6 +314,8 @@ class KeywordIndex:
             await self.rebuild()
             return
         async with self._lock:
+            if until is not None and seq_key(until) <= seq_key(self.applied):
+                return  # applied while this caller waited for the lock (by the follow or another search)
             reached = self.applied
             while entries := await self.log.after(reached, APPLY_PAGE):
                 if any(bead_id == REBUILD for _, bead_id in entries):
