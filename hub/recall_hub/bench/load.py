@@ -128,8 +128,7 @@ class _Agent:
 class _Team:
     """The agents of one stack, their seed memory and the words their requests are made of."""
 
-    def __init__(self, config: LoadConfig, agents: list[_Agent], words: Callable[[random.Random, int], str]) -> None:
-        self.config = config
+    def __init__(self, agents: list[_Agent], words: Callable[[random.Random, int], str]) -> None:
         self.agents = agents
         self.words = words
 
@@ -165,14 +164,14 @@ def _bead(rng: random.Random, agent: _Agent, words: Callable[[random.Random, int
 
 
 async def run_load(config: LoadConfig, progress: Callable[[str], None] = lambda line: None) -> LoadReport:
-    report = LoadReport(config)
+    report = LoadReport(config, setup=(
+        f"embedded stack (nats-server, redis-server 8 + FalkorDB from their wheels, loopback); hubs in processes of "
+        f"their own, embedder {config.embedder}; agents in one process, one connection each; {SEED_PER_AGENT} seed "
+        f"beads per agent"))
     for hubs in config.hubs:
         with tempfile.TemporaryDirectory(prefix="recall-load-") as tmp:
             env = {"RECALL_EMBEDDER__KIND": config.embedder}
             with EmbeddedStack(Path(tmp), hubs=hubs, hub_env=env) as stack:
-                report.setup = (f"embedded stack (nats-server, redis-server 8 + FalkorDB from their wheels, loopback); "
-                                f"hubs in processes of their own, embedder {config.embedder}; agents in one process, "
-                                f"one connection each; {SEED_PER_AGENT} seed beads per agent")
                 team = await _team(config, stack.nats_url, max(config.agents), progress)
                 try:
                     await _levels(config, team, hubs, report, progress)
@@ -339,7 +338,7 @@ async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[st
     for agent in agents:
         own = set(agent.visible)
         agent.visible += [b for b in by_group.get(agent.group_id, []) + public if b not in own]
-    return _Team(config, agents, words)
+    return _Team(agents, words)
 
 
 def render_load(report: LoadReport) -> str:

@@ -328,9 +328,8 @@ async def _bench(args: argparse.Namespace) -> int:
     if args.suite == "growth":
         from recall_hub.bench.growth import render_growth, run_growth
 
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         growth = await run_growth(
-            sizes, runs=args.samples if args.samples != 1000 else 200, vector_max=args.vector_max,
+            list(_ints(args.sizes)), runs=args.samples if args.samples != 1000 else 200, vector_max=args.vector_max,
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(render_growth(growth))
