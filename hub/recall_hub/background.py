@@ -15,11 +15,12 @@ from collections.abc import Awaitable, Callable
 class BackgroundWork:
     def __init__(self, limit: int = 64) -> None:
         self._slots = asyncio.Semaphore(limit)
-        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._tasks: dict[int, tuple[int, asyncio.Task[None]]] = {}
         self._next = 0
 
-    def try_hand_off(self, work: Callable[[], Awaitable[None]], name: str = "recall-background") -> bool:
-        """Start ``work`` in the background; False (nothing started) when every slot is taken."""
+    def try_hand_off(self, work: Callable[[], Awaitable[None]], at: int, name: str = "recall-background") -> bool:
+        """Start ``work`` in the background; False (nothing started) when every slot is taken. ``at``: when the
+        write it follows was committed (epoch ms), what :meth:`wait_for_earlier` is bounded by."""
         if self._slots.locked():
             return False
         ticket = self._next
@@ -30,13 +31,14 @@ class BackgroundWork:
                 await work()
 
         task = asyncio.create_task(run(), name=name)
-        self._tasks[ticket] = task
+        self._tasks[ticket] = (at, task)
         task.add_done_callback(lambda _: self._tasks.pop(ticket, None))
         return True
 
-    async def wait_for_earlier(self) -> None:
-        """Until every piece of work handed off before now is done."""
-        earlier = list(self._tasks.values())
+    async def wait_for_earlier(self, until: int | None = None) -> None:
+        """Until every piece of work handed off before now (``until``: of writes recorded at or before then,
+        epoch ms) is done."""
+        earlier = [task for at, task in self._tasks.values() if until is None or at <= until]
         if earlier:
             await asyncio.wait(earlier)
 

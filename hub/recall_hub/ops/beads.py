@@ -118,7 +118,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     stored, created = outcome
     bead_id = stored["bead_id"]
     if not (created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-        lambda: _settle_in_background(ctx, bead_id), name=f"recall-settle-{bead_id}"
+        lambda: _settle_in_background(ctx, bead_id), now_ms(), name=f"recall-settle-{bead_id}"
     )):
         await settle_quietly(ctx, bead_id)
     else:

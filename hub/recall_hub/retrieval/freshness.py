@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CLOCK_SLACK_MS = 100
+"""A position's time is the index log's (Redis's clock), a create's the hub's: creates recorded up to this much
+after a position count as before it, so that a hub's clock a little ahead does not hide one."""
 UNAPPLIED_MAX = 256
 """Beyond this many log entries between the index and a caller's position, screening reads every
 candidate from the graph instead of naming the changed ones."""
@@ -79,6 +82,31 @@ async def keyword_index_caught_up(ctx: HubContext) -> None:
     except Exception as exc:  # the index log's Redis away (a dead primary): the wait is for freshness only
         log.warning("keyword index cannot catch up to %s (%s: %s); answering from %s",
                     after, type(exc).__name__, exc, ctx.keywords.applied)
+
+
+async def handed_off_work_done(ctx: HubContext) -> None:
+    """With ``create_settle = background``: wait, within ``index_wait_s``, until the creates up to the caller's
+    position have their vectors (their after-commit work done), whichever hub took them — this hub's own
+    hand-offs as they finish, other hubs' by their outbox entries, asked again at growing intervals (2 to
+    50 ms). The documents' embedder works first come, first served, so waiting for every create up to the
+    position costs hardly more than waiting for the caller's own."""
+    demand = _demand.get()
+    if demand is None or ctx.settings.create_settle != "background":
+        return
+    until = seq_key(demand.position)[0] + CLOCK_SLACK_MS
+    try:
+        async with asyncio.timeout(ctx.settings.index_wait_s):
+            await ctx.background.wait_for_earlier(until)
+            pause = 0.002
+            while await ctx.outbox.system_unsettled(until):
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.05)
+    except TimeoutError:
+        log.warning("creates up to %s still without their vectors after %.1f s; answering meanwhile",
+                    demand.position, ctx.settings.index_wait_s)
+    except Exception as exc:  # the graph away: the wait is for freshness only, the read says what it can
+        log.warning("cannot tell whether the creates up to %s have their vectors (%s: %s); answering meanwhile",
+                    demand.position, type(exc).__name__, exc)
 
 
 async def written_since_index(ctx: HubContext) -> set[str] | None:

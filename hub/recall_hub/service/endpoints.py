@@ -53,7 +53,7 @@ from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, en
 from recall_hub.context import HubContext
 from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
-from recall_hub.retrieval.freshness import reading_after
+from recall_hub.retrieval.freshness import handed_off_work_done, reading_after
 from recall_hub.retrieval.search import KEYWORD_READERS
 from recall_hub.service.admission import CallerLimits, CallerState
 from recall_hub.service.metrics import HubMetrics
@@ -287,17 +287,6 @@ class HubService:
             self.metrics.rejected("busy")
             raise
 
-    async def _handed_off_done(self) -> None:
-        """Wait, bounded, for the vectors of writes handed off (``create_settle``) before a read that must see
-        its caller's writes; the keyword index is brought up to them where it is read
-        (:mod:`~recall_hub.retrieval.freshness`)."""
-        try:
-            async with asyncio.timeout(self.ctx.settings.index_wait_s):
-                await self.ctx.background.wait_for_earlier()
-        except TimeoutError:
-            log.warning("handed-off writes still running after %.1f s; answering meanwhile",
-                        self.ctx.settings.index_wait_s)
-
     def _check_deadline(self, deadline: int | None, stage: str) -> None:
         """:class:`RecallTimeout` if the caller has given up; ``stage``: "arrival" or "queued" (for the reply)."""
         if deadline is None:
@@ -331,11 +320,8 @@ class HubService:
                     async with admitted.running, self._bulk if size > BULK_BYTES else _NO_WAIT, self._slots:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
-                        if op not in KEYWORD_READERS:
-                            after = None
-                        elif after:
-                            await self._handed_off_done()
-                        with reading_after(after):
+                        with reading_after(after if op in KEYWORD_READERS else None):
+                            await handed_off_work_done(self.ctx)
                             body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:
                     error, code = _describe(exc), exc.code.value

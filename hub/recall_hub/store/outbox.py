@@ -136,6 +136,15 @@ class OutboxStore:
         )
         return [row[0] for row in rows]
 
+    async def system_unsettled(self, until: int) -> int:
+        """Creates recorded at or before ``until`` (epoch ms) whose after-commit work is handed off and not
+        done yet (first attempts only: work that failed once is retried by the sweep, in its own time)."""
+        rows = await self.graph.ro_query(
+            "MATCH (o:Outbox) WHERE o.kind = 'created' AND o.attempts = 0 AND o.at <= $until RETURN count(o)",
+            {"until": until},
+        )
+        return int(rows[0][0]) if rows else 0
+
     async def system_depth(self) -> int:
         rows = await self.graph.ro_query("MATCH (o:Outbox) RETURN count(o)")
         return int(rows[0][0]) if rows else 0
