@@ -13,7 +13,7 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead
-from recall_hub.retrieval.freshness import handed_off_work_done, reading_after
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.search import search_beads
 from recall_schemas import CreateBead, SearchBeads, SearchMode
 
@@ -79,9 +79,8 @@ async def test_a_create_replies_before_its_vector_and_its_writer_finds_it_by_mea
     second.outbox.system_unsettled = counted  # type: ignore[method-assign]
 
     async def read_your_write() -> list[str]:
-        with reading_after(position):
-            await handed_off_work_done(second)
-            return await found_by_meaning(second, writer, title)
+        await handed_off_work_done(second, position)
+        return await found_by_meaning(second, writer, title)
 
     reading = asyncio.create_task(read_your_write())
     await until("the other hub waiting on the first one's create", lambda: asked > 0)
@@ -104,6 +103,5 @@ async def test_a_create_whose_work_failed_once_is_not_waited_for(
     await first.background.wait_for_earlier()
     pending = await second.outbox.system_pending(bead.bead_id)
     assert [(e.kind, e.attempts) for e in pending] == [("created", 1)]
-    with reading_after(position):
-        async with asyncio.timeout(5):  # the hubs' wait is 30 s: answering at once is the test
-            await handed_off_work_done(second)
+    async with asyncio.timeout(5):  # the hubs' wait is 30 s: answering at once is the test
+        await handed_off_work_done(second, position)

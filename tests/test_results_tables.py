@@ -45,6 +45,16 @@ def test_a_newer_commit_starts_a_new_sitting(tmp_path: Path) -> None:
     assert "| search hybrid | 12.00 | **12.00** |" in table and "20.00" not in table
 
 
+def test_background_creates_are_a_sitting_of_their_own(tmp_path: Path) -> None:
+    save(new_record("bench", bench_figures(18.0, 0.8), command="recall bench"), tmp_path)
+    save(new_record("bench", bench_figures(11.0, 0.8), command="recall bench --create-settle background"), tmp_path)
+    records = load(tmp_path)
+    inline, background = "\n".join(current("bench")(records)), "\n".join(current("bench", background=True)(records))
+    assert "| search hybrid | 18.00 | **18.00** |" in inline and "11.00" not in inline
+    assert "| search hybrid | 11.00 | **11.00** |" in background and "18.00" not in background
+    assert "create settle background" in "\n".join(history(records))
+
+
 def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -> None:
     save(new_record("bench", bench_figures(13.0, 0.8), command="recall bench"), tmp_path)
     text = "before\n<!-- results:bench -->\nstale\n<!-- /results:bench -->\nafter\n"

@@ -47,8 +47,10 @@ def _setup(record: Record) -> str:
         setup = str(figures.get("setup", ""))
         embedder = re.search(r"embedder (\S+)", setup)
         durability = re.search(r"durability (\w+)", setup)
+        settle = re.search(r"--create-settle[ =](\w+)", record.command or "")
         return (f"{figures.get('beads')} beads, embedder {embedder[1] if embedder else '?'}, "
-                f"durability {durability[1] if durability else '?'}")
+                f"durability {durability[1] if durability else '?'}"
+                + (f", create settle {settle[1]}" if settle and settle[1] != "inline" else ""))
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
     if record.suite == "load":
@@ -230,16 +232,19 @@ SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
 ``<!-- results:SUITE:FILE -->`` the one run kept in ``FILE`` (a results file's name without ``.json``)."""
 
 
-def current(suite: str) -> Callable[[Sequence[Record]], list[str]]:
+def current(suite: str, background: bool = False) -> Callable[[Sequence[Record]], list[str]]:
+    """The newest sitting of ``suite``; of the bus suite, with creates settled inline (the default) or, with
+    ``background``, in the background (``--create-settle background``)."""
     def table(records: Sequence[Record]) -> list[str]:
-        groups = sittings(records, suite)
+        groups = [g for g in sittings(records, suite) if ("create settle" in _setup(g[0])) == background]
         return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r} yet."]
 
     return table
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    **{suite: current(suite) for suite in SITTING_TABLES}, "history": history,
+    **{suite: current(suite) for suite in SITTING_TABLES}, "settle": current("bench", background=True),
+    "history": history,
 }
 _BLOCK = re.compile(
     r"(<!-- results:(?P<name>[a-z]+(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S

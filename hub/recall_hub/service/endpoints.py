@@ -53,7 +53,7 @@ from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, en
 from recall_hub.context import HubContext
 from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
-from recall_hub.retrieval.freshness import handed_off_work_done, reading_after
+from recall_hub.retrieval.freshness import SETTLED_READERS, handed_off_work_done, reading_after
 from recall_hub.retrieval.search import KEYWORD_READERS
 from recall_hub.service.admission import CallerLimits, CallerState
 from recall_hub.service.metrics import HubMetrics
@@ -320,8 +320,9 @@ class HubService:
                     async with admitted.running, self._bulk if size > BULK_BYTES else _NO_WAIT, self._slots:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
+                        if op in SETTLED_READERS:
+                            await handed_off_work_done(self.ctx, after)
                         with reading_after(after if op in KEYWORD_READERS else None):
-                            await handed_off_work_done(self.ctx)
                             body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:
                     error, code = _describe(exc), exc.code.value
