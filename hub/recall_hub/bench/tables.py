@@ -47,10 +47,10 @@ def _setup(record: Record) -> str:
         setup = str(figures.get("setup", ""))
         embedder = re.search(r"embedder (\S+)", setup)
         durability = re.search(r"durability (\w+)", setup)
-        settle = re.search(r"--create-settle[ =](\w+)", record.command or "")
+        settle = _create_settle(record)
         return (f"{figures.get('beads')} beads, embedder {embedder[1] if embedder else '?'}, "
                 f"durability {durability[1] if durability else '?'}"
-                + (f", create settle {settle[1]}" if settle and settle[1] != "inline" else ""))
+                + (f", create settle {settle}" if settle != "inline" else ""))
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
     if record.suite == "load":
@@ -58,6 +58,12 @@ def _setup(record: Record) -> str:
         return (f"agents {c.get('agents')}, hubs {c.get('hubs')}, {c.get('seconds')} s, rate {c.get('rate')}, "
                 f"embedder {c.get('embedder')}")
     return f"{figures.get('questions')} questions"
+
+
+def _create_settle(record: Record) -> str:
+    """How the bus suite's in-process hub settled creates (``--create-settle``; inline unless said)."""
+    found = re.search(r"--create-settle[ =](\w+)", record.command or "")
+    return found[1] if found else "inline"
 
 
 def _machine(run: Record) -> str:
@@ -236,7 +242,7 @@ def current(suite: str, background: bool = False) -> Callable[[Sequence[Record]]
     """The newest sitting of ``suite``; of the bus suite, with creates settled inline (the default) or, with
     ``background``, in the background (``--create-settle background``)."""
     def table(records: Sequence[Record]) -> list[str]:
-        groups = [g for g in sittings(records, suite) if ("create settle" in _setup(g[0])) == background]
+        groups = [g for g in sittings(records, suite) if (_create_settle(g[0]) == "background") == background]
         return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r} yet."]
 
     return table

@@ -31,13 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SETTLED_READERS = frozenset({
-    "search_beads", "context", "why", "unified_recall", "recall_where", "find_similar",
-    "get_relationships", "get_edges", "traverse_graph",
-})
-"""Operations that read what a create's after-commit work makes (vectors, links): with ``create_settle =
-background``, a request of theirs carrying its caller's position waits for that work
-(:func:`handed_off_work_done`)."""
 CLOCK_SLACK_MS = 100
 """A position's time is the index log's (Redis's clock), a create's the hub's: creates recorded up to this much
 after a position count as before it, so that a hub's clock a little ahead does not hide one."""
@@ -97,10 +90,11 @@ async def handed_off_work_done(ctx: HubContext, position: str | None) -> None:
     hub's own hand-offs as they finish, other hubs' by their outbox entries, asked again at growing intervals
     (2 to 50 ms). The documents' embedder works first come, first served, so waiting for every create up to
     the position costs hardly more than waiting for the caller's own. For the operations of
-    :data:`SETTLED_READERS`."""
+    :data:`~recall_hub.retrieval.search.SETTLED_READERS`."""
     if not position or ctx.settings.create_settle != "background":
         return
-    until = seq_key(position[:64])[0] + CLOCK_SLACK_MS
+    position = position[:64]
+    until = seq_key(position)[0] + CLOCK_SLACK_MS
     try:
         async with asyncio.timeout(ctx.settings.index_wait_s):
             await ctx.background.wait_for_earlier(until)
@@ -110,10 +104,10 @@ async def handed_off_work_done(ctx: HubContext, position: str | None) -> None:
                 pause = min(pause * 2, 0.05)
     except TimeoutError:
         log.warning("creates up to %s still without their vectors after %.1f s; answering meanwhile",
-                    position[:64], ctx.settings.index_wait_s)
+                    position, ctx.settings.index_wait_s)
     except Exception as exc:  # the graph away: the wait is for freshness only, the read says what it can
         log.warning("cannot tell whether the creates up to %s have their vectors (%s: %s); answering meanwhile",
-                    position[:64], type(exc).__name__, exc)
+                    position, type(exc).__name__, exc)
 
 
 async def written_since_index(ctx: HubContext) -> set[str] | None:

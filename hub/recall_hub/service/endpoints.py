@@ -53,8 +53,8 @@ from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, en
 from recall_hub.context import HubContext
 from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
-from recall_hub.retrieval.freshness import SETTLED_READERS, handed_off_work_done, reading_after
-from recall_hub.retrieval.search import KEYWORD_READERS
+from recall_hub.retrieval.freshness import handed_off_work_done, reading_after
+from recall_hub.retrieval.search import KEYWORD_READERS, SETTLED_READERS
 from recall_hub.service.admission import CallerLimits, CallerState
 from recall_hub.service.metrics import HubMetrics
 from recall_hub.service.micro import Endpoint, Service
