@@ -8,7 +8,7 @@ import pytest
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
 from recall_hub.ops.indexing import index_beads, reindex, repair
-from recall_hub.retrieval.ranking import PRIOR_FACTOR, prior
+from recall_hub.retrieval.ranking import KEYWORD_MIN_SPREAD, PRIOR_FACTOR, fuse, prior
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import now_ms
 from recall_schemas import (
@@ -168,6 +168,32 @@ async def test_archived_and_superseded_beads_are_demoted_not_hidden(connect):
     assert {h.bead.bead_id for h in result.hits} == {new.bead_id, old.bead_id}
     only_active = await me.search_beads("when do deploys happen", filters={"tags": [tag], "status": "active"})
     assert [h.bead.bead_id for h in only_active.hits] == [old.bead_id]
+
+
+def test_each_list_counts_its_best_one_and_its_worst_nothing_whatever_its_scale() -> None:
+    bm25 = [("a", 24.0), ("b", 15.0), ("c", 6.0)]
+    cosine = [("c", 0.71), ("d", 0.62), ("a", 0.53)]
+    fused = fuse({"keyword": bm25, "vector": cosine}, {"keyword": 0.5, "vector": 0.5})
+    assert fused["a"].relevance == pytest.approx(0.5 * 1.0 + 0.5 * 0.0)
+    assert fused["b"].relevance == pytest.approx(0.5 * 0.5)
+    assert fused["c"].relevance == pytest.approx(0.5 * 0.0 + 0.5 * 1.0)
+    assert fused["d"].relevance == pytest.approx(0.5 * 0.5)
+    # Scaled BM25 (x100) ranks and fuses the same: only the spread of a list's scores counts.
+    scaled = fuse({"keyword": [(b, 100 * s) for b, s in bm25], "vector": cosine}, {"keyword": 0.5, "vector": 0.5})
+    assert {b: e.relevance for b, e in scaled.items()} == pytest.approx({b: e.relevance for b, e in fused.items()})
+
+
+def test_two_beads_that_match_about_equally_stay_about_equal() -> None:
+    keyword_only = {"keyword": 1.0, "vector": 0.0}  # fused with an empty vector list
+    fused = fuse({"keyword": [("a", 10.0), ("b", 9.5)], "vector": []}, keyword_only)
+    assert fused["a"].relevance == 1.0
+    assert fused["b"].relevance == pytest.approx(1.0 - 0.5 / (KEYWORD_MIN_SPREAD * 10.0))
+    assert fuse({"keyword": [("a", 3.0), ("b", 3.0)], "vector": []}, keyword_only)["b"].relevance == 1.0
+
+
+def test_keyword_search_alone_scores_each_bead_by_its_share_of_the_best() -> None:
+    fused = fuse({"keyword": [("a", 24.0), ("b", 15.0), ("c", 6.0)]})
+    assert [fused[b].relevance for b in "abc"] == pytest.approx([1.0, 0.625, 0.25])
 
 
 def test_priors_are_bounded_jointly() -> None:

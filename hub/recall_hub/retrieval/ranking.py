@@ -1,11 +1,13 @@
 """Fusion, graph context and priors, as pure functions.
 
-Relevance is a weighted fusion of the lists' *scores*, each normalised per query to [0, 1]: BM25
-divided by the best BM25, cosine similarity min-max scaled over the vector candidates. A bead found
-by one list only gets 0 from the other. ``KEYWORD_WEIGHT`` and ``VECTOR_WEIGHT`` weigh the lists
-(their sum is 1 in hybrid mode; a single-list mode is that list's normalised score alone, so its
-order is exactly the list's). Rank-only fusion (:func:`rrf`, kept for comparison) throws away how
-far apart the scores are, and on LoCoMo it loses to BM25 alone (docs/retrieval.md).
+Relevance is a weighted fusion of the lists' *scores*, each min-max scaled per query to [0, 1] over
+that list's candidates (BM25 and cosine similarity alike), so that each list's best counts 1 and its
+worst 0, whatever the scale of its scores. A bead found by one list only gets 0 from the other.
+``KEYWORD_WEIGHT`` and ``VECTOR_WEIGHT`` weigh the lists (their sum is 1 in hybrid mode; a single-list
+mode is that list's normalised score alone, so its order is exactly the list's — BM25 alone divided by
+its best, a ratio the date boost and the priors multiply). Rank-only fusion (:func:`rrf`, kept for
+comparison) throws away how far apart the scores are, and on LoCoMo it loses to BM25 alone
+(docs/retrieval.md).
 
 Graph context (hybrid mode): a bead whose session neighbour (a ``FOLLOWS_FROM`` edge either way)
 is relevant is likely relevant too — a reply to the question, the answer to a request. So each
@@ -37,6 +39,10 @@ LIST_WEIGHTS = {"keyword": KEYWORD_WEIGHT, "vector": VECTOR_WEIGHT}
 CONTEXT_WEIGHT = 0.4
 MIN_SPREAD = 0.1
 """Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
+KEYWORD_MIN_SPREAD = 0.5
+"""Min-max scaling of BM25 never stretches a spread narrower than this share of the best score (tiny lists:
+two beads that match about equally stay about equal). Chosen over BM25 divided by the best on both dev sets
+(docs/retrieval.md, "Each list scaled over its own candidates")."""
 PRIOR_FACTOR = 1.5
 RECENCY_HALF_LIFE_DAYS = 30.0
 WEIGHTS = {"importance": 0.35, "recency": 0.2, "provenance": 0.15, "demotion": 0.3, "verification": 0.1}
@@ -68,16 +74,17 @@ def rrf(lists: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Fused]:
     return fused
 
 
-def _normalised(name: str, items: Sequence[tuple[str, float]]) -> list[float]:
+def _normalised(name: str, items: Sequence[tuple[str, float]], alone: bool) -> list[float]:
     scores = [raw for _, raw in items]
     if not scores:
         return []
-    if name == "vector":
-        low, high = min(scores), max(scores)
-        spread = max(high - low, MIN_SPREAD)
-        return [max(0.0, 1.0 - (high - raw) / spread) for raw in scores]
-    best = max(scores)
-    return [raw / best if best > 0 else 1.0 for raw in scores]
+    low, high = min(scores), max(scores)
+    if alone and name == "keyword":
+        return [raw / high if high > 0 else 1.0 for raw in scores]
+    spread = max(high - low, MIN_SPREAD if name == "vector" else KEYWORD_MIN_SPREAD * high)
+    if spread <= 0:
+        return [1.0] * len(scores)
+    return [max(0.0, 1.0 - (high - raw) / spread) for raw in scores]
 
 
 def fuse(
@@ -85,15 +92,19 @@ def fuse(
 ) -> dict[str, Fused]:
     """Weighted fusion of ranked lists of ``(bead_id, raw_score)`` (best first), by normalised score.
 
-    BM25 (``"keyword"``) is divided by the best score of the query; cosine (``"vector"``) is
-    min-max scaled over its list. The weights of the lists asked for are rescaled to sum to 1.
+    Each list's scores are min-max scaled over the list (BM25, ``"keyword"``, with a spread of at least
+    ``KEYWORD_MIN_SPREAD`` of its best; cosine, ``"vector"``, of at least ``MIN_SPREAD``). BM25 asked alone is
+    divided by its best instead: a ratio, which the date window's boost and the priors multiply as they did.
+    The weights of the lists asked for are rescaled to sum to 1.
     """
     weights = weights or LIST_WEIGHTS
     total = sum(weights.get(name, 1.0) for name in lists) or 1.0
     fused: dict[str, Fused] = {}
+    alone = len(lists) == 1
     for name, items in lists.items():
         weight = weights.get(name, 1.0) / total
-        for rank, ((bead_id, raw), norm) in enumerate(zip(items, _normalised(name, items), strict=True), start=1):
+        normalised = _normalised(name, items, alone)
+        for rank, ((bead_id, raw), norm) in enumerate(zip(items, normalised, strict=True), start=1):
             entry = fused.setdefault(bead_id, Fused(bead_id))
             entry.relevance += weight * norm
             entry.sources.append((name, rank, raw))
