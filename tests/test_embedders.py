@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import socket
@@ -73,7 +74,7 @@ def local() -> Iterator[LocalEmbedder]:
 
 async def test_local_shape_dtype_norm(local: LocalEmbedder) -> None:
     assert isinstance(local, Embedder)
-    assert local.model_id == "local:all-MiniLM-L6-v2-int8"
+    assert local.model_id == "local:all-MiniLM-L6-v2-w8a8"  # int8 activations, the default
     assert local.dim == 384
     v = await local.embed(SENTENCES[:3])
     assert_unit_rows(v, 384, 3)
@@ -118,7 +119,7 @@ async def test_local_batch_equals_single(local: LocalEmbedder) -> None:
 
 
 def test_local_batches_are_tight() -> None:
-    embedder = LocalEmbedder(batch_size=4)
+    embedder = LocalEmbedder(batch_size=4, int8_activations=False)
     lengths = [100, 98, 97, 90, 85, 84, 83, 82, 81, 40, 39, 10]
     runs = embedder._plan_runs(list(range(len(lengths))), lengths)
     assert [i for run in runs for i in run] == list(range(len(lengths)))
@@ -252,9 +253,68 @@ async def test_local_agrees_with_reference_model(local: LocalEmbedder, monkeypat
         pytest.skip(f"reference model cannot be loaded offline: {exc}")
     texts = [*SENTENCES, "a much longer text about nothing in particular " * 40]
     expected = np.asarray(reference.encode(texts, normalize_embeddings=True), dtype=np.float32)
-    ours = await local.embed(texts)
-    cos = cosine_rows(ours, expected)
-    assert cos.min() > 0.99, cos
+    packaged = LocalEmbedder(int8_activations=False)
+    try:
+        assert cosine_rows(await packaged.embed(texts), expected).min() > 0.99
+    finally:
+        await packaged.aclose()
+    assert cosine_rows(await local.embed(texts), expected).min() > 0.96
+
+
+async def test_int8_activations_stay_close_to_the_packaged_model(local: LocalEmbedder) -> None:
+    texts = [*SENTENCES, "ok", "a much longer text about nothing in particular " * 40]
+    packaged = LocalEmbedder(int8_activations=False)
+    try:
+        assert packaged.model_id == "local:all-MiniLM-L6-v2-int8"
+        before = await packaged.embed(texts)
+    finally:
+        await packaged.aclose()
+    after = await local.embed(texts)
+    cos = cosine_rows(after, before)
+    assert cos.min() > 0.96 and cos.mean() > 0.98, cos
+    assert not np.array_equal(after, before)  # the derived model really runs
+    # What each sentence is nearest to among the others stays the same.
+    others = ~np.eye(len(SENTENCES), dtype=bool)
+    nearest = [np.argmax(np.where(others[i], m[: len(SENTENCES)] @ m[i], -2)) for m in (before, after)
+               for i in range(len(SENTENCES))]
+    assert nearest[: len(SENTENCES)] == nearest[len(SENTENCES) :]
+
+
+async def test_int8_activations_give_a_text_its_vector_whatever_is_embedded_beside_it(local: LocalEmbedder) -> None:
+    """A dynamically quantized product scales a whole run's activations together: run one text at a time,
+    each text's vector is exactly its own."""
+    texts = [*SENTENCES, "a much longer text " * 30, "ok"]
+    together = await local.embed(texts)
+    for i, text in enumerate(texts):
+        assert np.array_equal((await local.embed([text]))[0], together[i])
+        assert np.array_equal((await local.embed_queries([text]))[0], together[i])
+
+
+def test_the_int8_activation_model_is_derived_once_and_named_by_its_source(tmp_path: Path) -> None:
+    from recall_hub.embedders.int8_activations import int8_activations_model
+    from recall_hub.embedders.local import _default_model_path
+
+    source = _default_model_path()
+    derived = int8_activations_model(source, tmp_path)
+    assert derived.parent == tmp_path and derived.stat().st_size > 1_000_000
+    assert hashlib.sha256(source.read_bytes()).hexdigest()[:16] in derived.name
+    made = derived.stat().st_mtime_ns
+    assert int8_activations_model(source, tmp_path) == derived
+    assert derived.stat().st_mtime_ns == made  # taken from the cache, not derived again
+    assert [p.name for p in tmp_path.iterdir()] == [derived.name]  # no work files left behind
+    copy = tmp_path / "other" / "model.onnx"
+    copy.parent.mkdir()
+    copy.write_bytes(source.read_bytes() + b"\0")  # other bytes: another model, another file
+    with pytest.raises(EmbedderError, match="cannot derive"):  # (not a valid model any more)
+        int8_activations_model(copy, tmp_path)
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == [derived.name]
+
+
+async def test_the_packaged_model_as_it_is_by_configuration() -> None:
+    embedder = make_embedder(EmbedderConfig(int8_activations=False))
+    assert embedder.model_id == "local:all-MiniLM-L6-v2-int8"
+    assert make_embedder(EmbedderConfig()).model_id == "local:all-MiniLM-L6-v2-w8a8"
+    await embedder.aclose()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -39,7 +39,10 @@ def make_embedder(config: EmbedderConfig) -> Embedder:
     if config.kind == "local":
         if config.dimensions not in (None, LOCAL_DIM):
             raise EmbedderError(f"the local model has {LOCAL_DIM} dimensions, not {config.dimensions}")
-        return LocalEmbedder(batch_size=config.batch_size, threads=config.threads, query_threads=config.query_threads)
+        return LocalEmbedder(
+            batch_size=config.batch_size, threads=config.threads, query_threads=config.query_threads,
+            int8_activations=config.int8_activations, cache_dir=config.cache_dir,
+        )
     if config.kind == "e5-small":
         if config.dimensions not in (None, E5_DIM):
             raise EmbedderError(f"e5-small has {E5_DIM} dimensions, not {config.dimensions}")
