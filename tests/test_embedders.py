@@ -67,7 +67,7 @@ def assert_unit_rows(v: np.ndarray, dim: int, n: int) -> None:
 
 @pytest.fixture(scope="module")
 def local() -> Iterator[LocalEmbedder]:
-    embedder = LocalEmbedder(batch_size=32, threads=2)
+    embedder = LocalEmbedder(batch_size=32)
     yield embedder
     embedder.close()
 
@@ -108,7 +108,7 @@ async def test_local_batch_equals_single(local: LocalEmbedder) -> None:
     cos = cosine_rows(batched, singles)
     assert cos.min() > 0.999, cos
     # Several internal batches (texts are sorted by length inside): rows still come back in order.
-    small = LocalEmbedder(batch_size=3, threads=2)
+    small = LocalEmbedder(batch_size=3)
     try:
         rebatched = await small.embed(texts)
     finally:

@@ -120,7 +120,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             probe = HubProbe.attach(service.ctx)
             cleanup.callback(probe.detach)
             setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
-            setup += f"; embedder {settings.embedder.kind}"
+            setup += f"; embedder {settings.embedder.kind} ({service.ctx.embedder.model_id})"
         else:
             setup += "; external hub"
 
