@@ -45,7 +45,7 @@ def _setup(record: Record) -> str:
     figures = record.figures
     if record.suite == "bench":
         setup = str(figures.get("setup", ""))
-        embedder = re.search(r"embedder (\S+)", setup)
+        embedder = re.search(r"embedder (\S+(?: \([^)]*\))?)", setup)  # the kind, then its model id if said
         durability = re.search(r"durability (\w+)", setup)
         settle = _create_settle(record)
         return (f"{figures.get('beads')} beads, embedder {embedder[1] if embedder else '?'}, "

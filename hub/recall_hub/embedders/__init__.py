@@ -46,7 +46,7 @@ def make_embedder(config: EmbedderConfig) -> Embedder:
     if config.kind == "e5-small":
         if config.dimensions not in (None, E5_DIM):
             raise EmbedderError(f"e5-small has {E5_DIM} dimensions, not {config.dimensions}")
-        return E5SmallEmbedder(batch_size=config.batch_size, threads=config.threads or 2)
+        return E5SmallEmbedder(batch_size=config.batch_size, threads=config.threads)
     if config.kind == "openai":
         if not config.openai_model:
             raise EmbedderError("kind='openai' needs openai_model (e.g. 'text-embedding-3-small')")

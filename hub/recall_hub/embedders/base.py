@@ -98,9 +98,7 @@ class EmbedderConfig(BaseModel):
     openai_api_key: str | None = Field(default=None, repr=False)
     dimensions: int | None = Field(default=None, ge=1, le=65536)
     batch_size: int = Field(default=32, ge=1, le=4096)
-    threads: int | None = Field(default=None, ge=1, le=256)
-    """ONNX threads of the local model's document lane (and e5-small's); by default 1 with int8 activations (one
-    text a run: a second thread adds nothing), 2 without."""
+    threads: int = Field(default=2, ge=1, le=256)
     query_threads: int = Field(default=1, ge=1, le=256)
     """ONNX threads of the local model's query lane (a session of its own for search queries)."""
     int8_activations: bool = True

@@ -18,7 +18,7 @@ Inference runs on dedicated worker threads, so the event loop is never blocked a
 queue instead of oversubscribing the CPU. Documents and queries have a lane each — an ONNX session on a
 thread of its own — so a search's query never waits behind a batch of documents being embedded (a batch
 of 32 takes hundreds of milliseconds; a query a few). The document session uses ``threads`` intra-op
-threads (by default one with int8 activations, two without), the query session ``query_threads`` (one: a
+threads, the query session ``query_threads`` (one: a
 query is a few tokens, and the other core is left to the keyword search that runs beside it). Each session is
 loaded once, on first use (or :meth:`LocalEmbedder.warmup`); both give the same vectors.
 
@@ -125,7 +125,7 @@ class LocalEmbedder:
         self,
         *,
         batch_size: int = 32,
-        threads: int | None = None,
+        threads: int = 2,
         query_threads: int = 1,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
@@ -136,10 +136,6 @@ class LocalEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        if threads is None:
-            # One text a run (int8 activations) is too small a product to share between threads: one thread
-            # embeds as many texts a second as two and leaves the other core to the hub.
-            threads = 1 if int8_activations else 2
         if threads < 1 or query_threads < 1:
             raise ValueError("threads and query_threads must be >= 1")
         if not 8 <= max_tokens <= 512:
