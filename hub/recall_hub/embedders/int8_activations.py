@@ -80,8 +80,8 @@ def int8_activations_model(source: Path, cache_dir: Path | None = None) -> Path:
             from onnxruntime.quantization import QuantType, quantize_dynamic
         except ImportError as exc:
             raise EmbedderError(
-                "int8 activations need the 'onnx' package to derive the model (pip install onnx), "
-                "or set RECALL_EMBEDDER__INT8_ACTIVATIONS=false"
+                "int8 activations need the 'onnx' package to derive the model (pip install onnx); "
+                "without it, turn them off: RECALL_EMBEDDER__INT8_ACTIVATIONS=false"
             ) from exc
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
