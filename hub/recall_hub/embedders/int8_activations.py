@@ -5,7 +5,7 @@ every matrix product runs in float32: ~90% of a short query's ~5 ms on this proj
 (onnxruntime's profiler: 42 float MatMul nodes). Quantizing the activations too — onnxruntime's dynamic
 quantization, each product's input scaled to int8 as it runs, the weights per output channel — runs them as
 integer products (VNNI where the CPU has it): a query in ~2 ms and about twice the texts a second, with vectors
-within cosine ~0.99 of the packaged model's (docs/embedders.md has the figures and the retrieval check).
+within cosine ~0.99 of the packaged model's (docs/retrieval.md has the figures and the retrieval check).
 
 The derived model is built once from the packaged one with onnxruntime's own tools (``onnxruntime.quantization``,
 which needs the ``onnx`` package) and kept in a cache directory, named by the packaged model's hash and the
@@ -20,6 +20,7 @@ one text at a time (on a CPU a batch saved little anyway: no padding, measured a
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -55,6 +56,14 @@ def _root_logger_quiet() -> Iterator[None]:
 
 
 def _digest(path: Path) -> str:
+    stat = path.stat()
+    return _digest_of(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _digest_of(path: Path, size: int, mtime_ns: int) -> str:
+    """The sha256 of a file as it is (its size and time are part of the key): each of the embedder's lanes
+    asks when it loads, and the model is 22 MB."""
     sha = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

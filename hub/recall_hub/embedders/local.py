@@ -18,15 +18,15 @@ Inference runs on dedicated worker threads, so the event loop is never blocked a
 queue instead of oversubscribing the CPU. Documents and queries have a lane each — an ONNX session on a
 thread of its own — so a search's query never waits behind a batch of documents being embedded (a batch
 of 32 takes hundreds of milliseconds; a query a few). The document session uses ``threads`` intra-op
-threads, the query session ``query_threads`` (one: a
-query is a few tokens, and the other core is left to the keyword search that runs beside it). Each session is
-loaded once, on first use (or :meth:`LocalEmbedder.warmup`); both give the same vectors.
+threads, the query session ``query_threads`` (one: a query is a few tokens, and the other core is left to
+the keyword search that runs beside it). Each session is loaded once, on first use (or
+:meth:`LocalEmbedder.warmup`); both give the same vectors.
 
 By default the model runs with int8 activations as well as int8 weights (``int8_activations``; the model derived
 once from the packaged one, :mod:`~recall_hub.embedders.int8_activations`): its matrix products run as integer
 products, about 2.5 times faster, and it runs one text at a time, so that a text's vector never depends on the
 texts embedded beside it. Its vectors are another space (``model_id`` ends in ``-w8a8``): a hub that switches
-embeds its beads again at start-up, like for any change of model.
+embeds its beads again in the background from start-up, like for any change of model.
 """
 
 from __future__ import annotations
