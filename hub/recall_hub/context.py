@@ -11,6 +11,7 @@ from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
 from recall_hub.embedders import Embedder, make_embedder
 from recall_hub.embedders.batching import BatchingEmbedder
+from recall_hub.embedders.early import EarlyVectors
 from recall_hub.embedders.query_cache import QueryVectors
 from recall_hub.extractors import Extractor, make_extractor
 from recall_hub.rerankers import Reranker, make_reranker
@@ -67,6 +68,8 @@ class HubContext:
     """The LLM remember_extracted asks (RECALL_EXTRACTOR__URL); None: a deterministic outline of the text."""
     reranker: Reranker | None = None
     """The cross-encoder that reorders a search's best candidates (RECALL_RERANKER__URL); None: the fused order."""
+    early_vectors: EarlyVectors = field(default_factory=EarlyVectors)
+    """Embeddings of beads being created, started before their write commits (embedders/early.py)."""
     forgotten: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this hub forgets beads: their erasure from the servers' logs and files is due
     (:func:`recall_hub.ops.erasure.erase_forever`)."""

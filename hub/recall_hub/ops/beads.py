@@ -38,6 +38,7 @@ from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
+from recall_hub.retrieval.embedding import embed_early
 from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.beads import BeadEdit
 from recall_hub.store.records import bead_from_props, content_hash
@@ -98,8 +99,11 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
 async def _settle_in_background(ctx: HubContext, bead_id: str) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``wait_for_earlier``) finds them on a replica."""
-    async with request_scope(stale_reads=False):
-        await settle_quietly(ctx, bead_id)
+    try:
+        async with request_scope(stale_reads=False):
+            await settle_quietly(ctx, bead_id)
+    finally:
+        ctx.early_vectors.drop(bead_id)
 
 
 async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
@@ -110,20 +114,27 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     interrupted it) and a refused one writes nothing.
     """
     props, idem = new_bead_props(caller, req, new_moments())
-    await check_not_forgotten(ctx, caller, props, idem)
-    outcome = await ctx.beads.create(caller, props, idem=idem)
-    if outcome is None:
-        await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
-        raise NotFound(f"group {req.group_id} not found")
-    stored, created = outcome
-    bead_id = stored["bead_id"]
-    if not (created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-        lambda: _settle_in_background(ctx, bead_id), now_ms(), name=f"recall-settle-{bead_id}"
-    )):
-        await settle_quietly(ctx, bead_id)
-    else:
-        # The keyword index follows the log: logged now, a search right after finds the bead by its words.
-        await ctx.index_log.append(bead_id)
+    embed_early(ctx, props)  # the model's time overlaps the checks and the commit below
+    handed_off = False
+    try:
+        await check_not_forgotten(ctx, caller, props, idem)
+        outcome = await ctx.beads.create(caller, props, idem=idem)
+        if outcome is None:
+            await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
+            raise NotFound(f"group {req.group_id} not found")
+        stored, created = outcome
+        bead_id = stored["bead_id"]
+        handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
+            lambda: _settle_in_background(ctx, bead_id), now_ms(), name=f"recall-settle-{bead_id}"
+        )
+        if not handed_off:
+            await settle_quietly(ctx, bead_id)
+        else:
+            # The keyword index follows the log: logged now, a search right after finds the bead by its words.
+            await ctx.index_log.append(bead_id)
+    finally:
+        if not handed_off:  # a refused create, a replay, or a settle that took its vectors or did without
+            ctx.early_vectors.drop(props["bead_id"])
     return await _as_created(ctx, caller, stored, created)
 
 

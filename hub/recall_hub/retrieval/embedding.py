@@ -57,13 +57,27 @@ async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
         raise Unavailable(f"embedder failed: {exc}") from exc
 
 
+def embed_early(ctx: HubContext, props: Mapping[str, Any]) -> None:
+    """Start embedding a bead about to be written, for :func:`embed_beads` to take once it is
+    (:mod:`recall_hub.embedders.early`); the caller drops it if the write does not happen."""
+    texts = bead_chunks(props, ctx.embedder.window_tokens)
+    ctx.early_vectors.start(str(props["bead_id"]), texts, embed_texts(ctx, texts))
+
+
 async def embed_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:
-    """Each bead's vectors, one row per chunk (:func:`bead_chunks`; the first is its whole text), all embedded in
-    one call."""
+    """Each bead's vectors, one row per chunk (:func:`bead_chunks`; the first is its whole text): those started
+    early for the same texts (:func:`embed_early`), the others embedded in one call."""
     chunks = [bead_chunks(props, ctx.embedder.window_tokens) for props in beads]
-    vectors = await embed_texts(ctx, [text for texts in chunks for text in texts])
+    taken = ctx.early_vectors.take
+    early = [taken(str(props.get("bead_id")), texts) for props, texts in zip(beads, chunks, strict=True)]
+    rest = [text for texts, started in zip(chunks, early, strict=True) if started is None for text in texts]
+    vectors = await embed_texts(ctx, rest) if rest else None
     out, start = [], 0
-    for texts in chunks:
+    for texts, started in zip(chunks, early, strict=True):
+        if started is not None:
+            out.append(await started)
+            continue
+        assert vectors is not None
         out.append(vectors[start : start + len(texts)])
         start += len(texts)
     return out

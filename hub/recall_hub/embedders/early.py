@@ -1,0 +1,67 @@
+"""Vectors of a new bead's text, embedded while its write commits.
+
+A create commits the bead first and embeds it after (the vector belongs to a bead that exists); the model is
+the slowest step of a create, and it needs nothing of the commit but the text the request already holds. So a
+create starts the embedding when it starts, and the after-commit work takes the vectors when it gets there
+(:func:`~recall_hub.retrieval.embedding.embed_beads`), if the bead's stored text is still the text that was
+embedded; otherwise, and for a create that is refused or replays an earlier one, they are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class EarlyVectors:
+    """Embeddings started ahead of the work that needs them, by bead id, each with the texts it embeds."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, tuple[tuple[str, ...], asyncio.Future[np.ndarray]]] = {}
+
+    def start(self, bead_id: str, texts: Sequence[str], embedding: Awaitable[np.ndarray]) -> None:
+        """Run ``embedding`` (the vectors of ``texts``, one row each) now, kept for :meth:`take`."""
+        self.drop(bead_id)
+        self._started[bead_id] = (tuple(texts), asyncio.ensure_future(embedding))
+
+    def take(self, bead_id: str, texts: Sequence[str]) -> asyncio.Future[np.ndarray] | None:
+        """The embedding started for ``bead_id``, if it embeds exactly ``texts`` (the bead's text as stored
+        now); it is no longer kept either way."""
+        found = self._started.pop(bead_id, None)
+        if found is None:
+            return None
+        started_texts, future = found
+        if started_texts == tuple(texts):
+            return future
+        _discard(future)
+        return None
+
+    def drop(self, bead_id: str) -> None:
+        """Forget the embedding of ``bead_id`` nobody took (cancelled if still running)."""
+        found = self._started.pop(bead_id, None)
+        if found is not None:
+            _discard(found[1])
+
+    def __len__(self) -> int:
+        return len(self._started)
+
+
+def _discard(future: asyncio.Future[np.ndarray]) -> None:
+    if future.done():
+        if not future.cancelled():
+            future.exception()  # retrieved, so a failure nobody needed is not reported as never retrieved
+        return
+    future.cancel()
+    future.add_done_callback(_quietly)
+
+
+def _quietly(future: asyncio.Future[np.ndarray]) -> None:
+    with contextlib.suppress(asyncio.CancelledError):
+        if (exc := future.exception()) is not None:
+            log.debug("an early embedding nobody took failed: %s", exc)

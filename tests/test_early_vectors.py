@@ -1,0 +1,110 @@
+"""A create embeds its text while it commits: the model's time overlaps the checks and the write instead of
+following them, and the vector stored is the one the text gives — once, and only for a bead that was written."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Sequence
+
+import numpy as np
+import pytest
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.embedders.early import EarlyVectors
+from recall_hub.embedders.hashing import HashEmbedder
+from recall_hub.ops.beads import create_bead
+from recall_hub.store.vectors import scope_of
+from recall_schemas import CreateBead, NotFound, Visibility
+
+from tests.conftest import new_ai
+
+
+class RecordingEmbedder(HashEmbedder):
+    """Notes each document text it embeds, in order, in ``events`` (shared with the test)."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__()
+        self.events = events
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.events.extend(f"embed:{text}" for text in texts)
+        return await super().embed(texts)
+
+
+@pytest.fixture
+async def recorded(settings: HubSettings) -> AsyncIterator[tuple[HubContext, list[str]]]:
+    events: list[str] = []
+    ctx = await HubContext.connect(
+        settings.model_copy(update={"graph_name": f"early_{secrets.token_hex(4)}"}), embedder=RecordingEmbedder(events)
+    )
+    create = ctx.beads.create
+
+    async def noted(*args: object, **kwargs: object) -> object:
+        found = await create(*args, **kwargs)  # type: ignore[arg-type]
+        events.append("committed")
+        return found
+
+    ctx.beads.create = noted  # type: ignore[method-assign]
+    try:
+        yield ctx, events
+    finally:
+        await ctx.aclose()
+
+
+async def test_a_create_embeds_its_text_once_starting_before_its_commit(
+    recorded: tuple[HubContext, list[str]],
+) -> None:
+    ctx, events = recorded
+    writer, title = new_ai(), f"embedded early {secrets.token_hex(4)}"
+    bead = await create_bead(ctx, writer, CreateBead(title=title, content="while the write commits"))
+    text = f"embed:{title}\nwhile the write commits"
+    assert events.count(text) == 1
+    assert events.index(text) < events.index("committed")
+    stored = await ctx.vectors.vector(bead.bead_id, scope_of({"visibility": "private", "created_by": writer}))
+    expected = (await HashEmbedder().embed([f"{title}\nwhile the write commits"]))[0]
+    assert stored is not None
+    assert float(np.dot(stored, expected)) > 0.99  # the set's Q8 quantisation, not another text
+    assert len(ctx.early_vectors) == 0
+
+
+async def test_a_refused_or_replayed_create_leaves_no_embedding_behind(
+    recorded: tuple[HubContext, list[str]],
+) -> None:
+    ctx, _ = recorded
+    writer = new_ai()
+    with pytest.raises(NotFound):
+        await create_bead(ctx, writer, CreateBead(
+            title="not my group", visibility=Visibility.GROUP, group_id=f"g_{secrets.token_hex(4)}"
+        ))
+    assert len(ctx.early_vectors) == 0
+    again = CreateBead(title=f"twice {secrets.token_hex(4)}", idempotency_key=f"k-{secrets.token_hex(4)}")
+    first = await create_bead(ctx, writer, again)
+    replay = await create_bead(ctx, writer, again)
+    assert replay.bead_id == first.bead_id
+    assert len(ctx.early_vectors) == 0
+
+
+async def test_an_early_embedding_is_taken_only_for_the_texts_it_embeds() -> None:
+    early = EarlyVectors()
+    gate = asyncio.Event()
+
+    async def embedding() -> np.ndarray:
+        await gate.wait()
+        return np.ones((1, 4), dtype=np.float32)
+
+    early.start("b_1", ["the text as asked"], embedding())
+    assert early.take("b_1", ["the text as stored, changed since"]) is None
+    assert len(early) == 0  # dropped, and its embedding cancelled
+
+    early.start("b_1", ["the text as asked"], embedding())
+    taken = early.take("b_1", ["the text as asked"])
+    assert taken is not None and early.take("b_1", ["the text as asked"]) is None  # taken once
+    gate.set()
+    assert (await taken).shape == (1, 4)
+
+    failed: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+    failed.set_exception(RuntimeError("embedder down"))
+    early.start("b_2", ["nobody takes it"], failed)
+    early.drop("b_2")  # its failure read, so nothing reports it as never retrieved
+    assert len(early) == 0
