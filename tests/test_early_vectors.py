@@ -45,7 +45,7 @@ async def recorded(settings: HubSettings) -> AsyncIterator[tuple[HubContext, lis
         events.append("committed")
         return found
 
-    ctx.beads.create = noted  # type: ignore[method-assign]
+    ctx.beads.create = noted  # type: ignore[method-assign,assignment]
     try:
         yield ctx, events
     finally:

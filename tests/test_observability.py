@@ -218,7 +218,7 @@ async def test_backlog_gauges_read_the_outbox_the_index_log_and_the_event_consum
     try:
         assert (await scrape(obs_hub)).value("recall_outbox_depth") == base + 1
     finally:
-        await ctx.outbox.system_done(entry)
+        await ctx.outbox.system_done(entry, entry)
     assert (await scrape(obs_hub)).value("recall_outbox_depth") == base
 
     # The keyword index: entries appended while its applier is held back are behind it.

@@ -42,7 +42,8 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
     async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
         if not locked:
             return False  # another hub or task holds it and settles the same entries
-        while entries := await ctx.outbox.system_pending(bead_id):
+        entries = await ctx.outbox.system_pending(bead_id)
+        while entries:
             for entry in entries:
                 try:
                     await _work(ctx, entry)
@@ -52,7 +53,8 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
                                 entry.entry_id, bead_id, entry.attempts + 1, delay, exc)
                     await ctx.outbox.system_failed(entry.entry_id, repr(exc), now_ms() + delay)
                     return False
-                await ctx.outbox.system_done(entry.entry_id)
+                left = await ctx.outbox.system_done(entry.entry_id, bead_id)
+            entries = left  # after the last one: whatever was written since the first read
     return True
 
 

@@ -149,8 +149,15 @@ class OutboxStore:
         rows = await self.graph.ro_query("MATCH (o:Outbox) RETURN count(o)")
         return int(rows[0][0]) if rows else 0
 
-    async def system_done(self, entry_id: str) -> None:
-        await self.graph.query("MATCH (o:Outbox {entry_id: $id}) DELETE o", {"id": entry_id})
+    async def system_done(self, entry_id: str, bead_id: str) -> list[OutboxEntry]:
+        """Delete a finished entry; the bead's entries still pending after it (:meth:`system_pending`), read in
+        the same query."""
+        rows = await self.graph.query(
+            "OPTIONAL MATCH (done:Outbox {entry_id: $id}) DELETE done WITH count(*) AS _ "
+            f"MATCH (o:Outbox {{bead_id: $bead_id}}) RETURN {_FIELDS} ORDER BY o.at, o.entry_id",
+            {"id": entry_id, "bead_id": bead_id},
+        )
+        return [_entry(row) for row in rows]
 
     async def system_failed(self, entry_id: str, error: str, retry_at: int) -> None:
         await self.graph.query(
