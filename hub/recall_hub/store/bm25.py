@@ -20,7 +20,6 @@ normalised more strongly than against theirs.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,64 +36,65 @@ both dev sets among 60, 100, 150, 200 and 300 (docs/retrieval.md)."""
 RESCORE_DEPTH = 100
 """Candidates tantivy gives for rescoring (at least the search's limit): 200 ranked every dev-set question alike."""
 
-_Hashes = npt.NDArray[np.uint32]
-_HEADER = struct.Struct("<I")
-_NO_WORDS = b""
+_Words = tuple[int, bytes, bytes]
+"""One text's words: its length in words, its distinct words' hashes (sorted, 4 bytes each) and their counts (2
+bytes each), ~6 bytes a distinct word; kept apart so a search joins them without slicing."""
+_NO_WORDS: _Words = (0, b"", b"")
 
 
 def _word_hash(word: str) -> int:
     return zlib.crc32(word.encode())
 
 
-def _packed(words: Sequence[str]) -> bytes:
-    """One text's words as bytes: its length in words, then its distinct words' hashes (sorted, 4 bytes each)
-    and their counts (2 bytes each). A bytes object per text keeps a bead's words in ~6 bytes a distinct word."""
+def _counted(words: Sequence[str]) -> _Words:
     if not words:
         return _NO_WORDS
     counted = sorted(Counter(_word_hash(word) for word in words).items())
     hashes = np.fromiter((h for h, _ in counted), dtype="<u4", count=len(counted))
     counts = np.fromiter((min(c, 65535) for _, c in counted), dtype="<u2", count=len(counted))
-    return _HEADER.pack(len(words)) + hashes.tobytes() + counts.tobytes()
+    return len(words), hashes.tobytes(), counts.tobytes()
 
 
 class WordCounts:
     """The words of every indexed bead, by bead id: its own text and its context."""
 
     def __init__(self) -> None:
-        self._of: dict[str, tuple[bytes, bytes]] = {}
+        self._of: dict[str, tuple[_Words, _Words]] = {}
 
     def set(self, bead_id: str, text: Sequence[str], context: Sequence[str]) -> None:
-        self._of[bead_id] = (_packed(text), _packed(context))
+        self._of[bead_id] = (_counted(text), _counted(context))
 
     def drop(self, bead_id: str) -> None:
         self._of.pop(bead_id, None)
 
     def scores(self, bead_ids: Sequence[str], idfs: Mapping[str, float], context_weight: float) -> list[float]:
-        """BM25 of each of ``bead_ids`` for the words ``idfs`` (word -> its IDF in the caller's scopes)."""
+        """BM25 of each of ``bead_ids`` for the words ``idfs`` (word -> its IDF in the caller's scopes): of its text,
+        plus ``context_weight`` times that of its context, both fields scored in one pass."""
         if not bead_ids or not idfs:
             return [0.0] * len(bead_ids)
         pairs = [self._of.get(bead_id, (_NO_WORDS, _NO_WORDS)) for bead_id in bead_ids]
+        texts = [text for text, _ in pairs]
+        if context_weight > 0:
+            texts += [context for _, context in pairs]
         query = sorted((_word_hash(word), idf) for word, idf in idfs.items())
         query_hashes = np.array([h for h, _ in query], dtype=np.uint32)
         query_idfs = np.array([idf for _, idf in query], dtype=np.float64)
-        total = _field([text for text, _ in pairs], query_hashes, query_idfs)
-        if context_weight > 0:
-            total += context_weight * _field([context for _, context in pairs], query_hashes, query_idfs)
-        return [float(score) for score in total]
+        scores = _field_scores(texts, query_hashes, query_idfs)
+        n = len(bead_ids)
+        total = scores[:n] + context_weight * scores[n:] if context_weight > 0 else scores
+        return total.tolist()  # type: ignore[no-any-return]
 
 
-def _field(
-    texts: Sequence[bytes], query_hashes: _Hashes, query_idfs: npt.NDArray[np.float64]
+def _field_scores(
+    texts: Sequence[_Words], query_hashes: npt.NDArray[np.uint32], query_idfs: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
-    """BM25 of each text (one field of each candidate, :func:`_packed`) for the query's words."""
+    """BM25 of each text for the query's words."""
     scores = np.zeros(len(texts), dtype=np.float64)
-    distinct = [(len(t) - _HEADER.size) // 6 if t else 0 for t in texts]
-    if not any(distinct):
+    hashes = np.frombuffer(b"".join([hashed for _, hashed, _ in texts]), dtype="<u4")
+    if not len(hashes):
         return scores
-    ends = [_HEADER.size + 4 * n for n in distinct]
-    hashes = np.frombuffer(b"".join(t[_HEADER.size:end] for t, end in zip(texts, ends, strict=True)), dtype="<u4")
-    counts = np.frombuffer(b"".join(t[end:] for t, end in zip(texts, ends, strict=True)), dtype="<u2")
-    owner = np.repeat(np.arange(len(texts)), distinct)
+    counts = np.frombuffer(b"".join([counted for _, _, counted in texts]), dtype="<u2")
+    owner = np.repeat(np.arange(len(texts)), [len(hashed) >> 2 for _, hashed, _ in texts])
     at = np.searchsorted(query_hashes, hashes)
     at[at == len(query_hashes)] = 0
     matched = query_hashes[at] == hashes
@@ -102,7 +102,7 @@ def _field(
         return scores
     tf = counts[matched].astype(np.float64)
     owner = owner[matched]
-    lengths = np.array([_HEADER.unpack_from(t)[0] if t else 0 for t in texts], dtype=np.float64)[owner]
+    lengths = np.array([length for length, _, _ in texts], dtype=np.float64)[owner]
     norm = K1 * (1 - B + B * lengths / REFERENCE_LENGTH)
     contribution = query_idfs[at[matched]] * tf * (K1 + 1) / (tf + norm)
     return np.bincount(owner, weights=contribution, minlength=len(texts)).astype(np.float64)
