@@ -1,0 +1,120 @@
+"""Where one operation's time goes, step by step, through the bus (the figures in docs/benchmarks.md,
+"Where a keyword search's milliseconds go" and "What the measurements taught").
+
+Builds the bus bench's memory (`recall bench`'s data, ingest and in-process hub) at ``--beads``, then instead of
+the bench's timing rounds calls one operation ``--samples`` times, one request at a time, with the hub's steps
+wrapped: per sample, each step's time (summed over its calls) and when it first started after the client's
+call began. Prints the p50 and mean of each over the samples, slowest first. Wrapping adds a few microseconds
+a step, and this machine's speed drifts between hours: compare runs made one after the other.
+
+    python scripts/step_timings.py --op keyword --beads 10000 --embedder hash
+    python scripts/step_timings.py --op create --beads 2000 --samples 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import functools
+import statistics
+import time
+from typing import Any
+
+from recall_hub.bench import run
+from recall_hub.bench.config import BenchConfig
+from recall_hub.bench.workload import LATENCY_OPS
+from recall_hub.ops import after_commit, beads, indexing
+from recall_hub.retrieval import search
+from recall_hub.service import endpoints
+from recall_hub.store import beads as bead_store
+from recall_hub.store import bm25, graph, keyword_index, outbox, vectors
+
+OPERATIONS = {"create": "create", "keyword": "search keyword", "hybrid": "search hybrid", "get": "get"}
+STEPS: list[tuple[Any, str]] = [
+    (endpoints, "handle"), (endpoints, "dispatch"),
+    (search, "searchable_scopes"), (search, "keyword_candidates"), (search, "_nearest_to"), (search, "screen"),
+    (search, "_admit"), (search, "_hydrate"), (bead_store.BeadStore, "many"), (graph.GraphStore, "_values"),
+    (keyword_index.KeywordIndex, "search_screened"), (bm25.WordCounts, "scores"),
+    (beads, "check_not_forgotten"), (bead_store.BeadStore, "create"), (beads, "settle_quietly"),
+    (outbox.OutboxStore, "system_pending"), (bead_store.BeadStore, "system_get"),
+    (bead_store.BeadStore, "system_link_session_predecessor"), (indexing, "embed_beads"),
+    (vectors.VectorStore, "add"), (bead_store.BeadStore, "system_mark_indexed"), (after_commit, "_link_related"),
+    (after_commit, "_log_changes"), (outbox.OutboxStore, "system_done"),
+]
+
+spent: dict[str, float] = collections.defaultdict(float)
+started: dict[str, float] = {}
+call_start = [0.0]
+
+
+class _Printed(Exception):
+    """Raised once the figures are printed: the bench's own report (its timing rounds) is not wanted."""
+
+
+def wrap(owner: Any, name: str) -> None:
+    original = getattr(owner, name)
+
+    if asyncio.iscoroutinefunction(original):
+        @functools.wraps(original)
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            started.setdefault(name, t0 - call_start[0])
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+    else:
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            started.setdefault(name, t0 - call_start[0])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+    setattr(owner, name, timed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--op", choices=sorted(OPERATIONS), default="keyword")
+    parser.add_argument("--beads", type=int, default=10_000)
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--embedder", choices=["local", "hash"], default=None)
+    args = parser.parse_args()
+    for owner, name in STEPS:
+        wrap(owner, name)
+
+    async def timed_steps(w: Any, *_: Any) -> None:
+        operation = next(op for op in LATENCY_OPS if op.name == OPERATIONS[args.op])
+        call = await operation.make(w)
+        for i in range(20):  # warm-up
+            await call(-1 - i)
+        rows: dict[str, list[float]] = collections.defaultdict(list)
+        for i in range(args.samples):
+            spent.clear()
+            started.clear()
+            call_start[0] = time.perf_counter()
+            await call(i)
+            rows["the whole call"].append((time.perf_counter() - call_start[0]) * 1000)
+            for name, seconds in spent.items():
+                rows[name].append(seconds * 1000)
+            for name, seconds in started.items():
+                rows[f"  {name} starts at"].append(seconds * 1000)
+        print(f"{OPERATIONS[args.op]} at {args.beads} beads, {args.samples} samples one at a time, ms")
+        for name, values in sorted(rows.items(), key=lambda kv: -statistics.median(kv[1])):
+            print(f"{name:44s} p50 {statistics.median(values):8.3f}  mean {statistics.mean(values):8.3f}")
+        raise _Printed
+
+    run.measure = timed_steps  # type: ignore[attr-defined,assignment]
+    config = BenchConfig(beads=args.beads, samples=args.samples, embedder=args.embedder)
+    try:
+        asyncio.run(run.run_bench(config))
+    except _Printed:
+        pass  # the stack is torn down by then
+
+
+if __name__ == "__main__":
+    main()
