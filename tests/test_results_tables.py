@@ -8,7 +8,7 @@ from typing import Any
 
 from conftest import repo_root
 from recall_hub.bench.records import RESULTS_DIR, Record, load, new_record, save
-from recall_hub.bench.tables import current, history, rendered, stale
+from recall_hub.bench.tables import TABLES, current, history, rendered, stale
 
 
 def test_every_table_in_the_docs_is_what_the_results_files_give() -> None:
@@ -53,6 +53,16 @@ def test_background_creates_are_a_sitting_of_their_own(tmp_path: Path) -> None:
     assert "| search hybrid | 18.00 | **18.00** |" in inline and "11.00" not in inline
     assert "| search hybrid | 11.00 | **11.00** |" in background and "18.00" not in background
     assert "create settle background" in "\n".join(history(records))
+
+
+def test_each_size_of_the_bus_suite_is_a_sitting_of_its_own_with_its_own_targets(tmp_path: Path) -> None:
+    save(new_record("bench", bench_figures(14.0, 0.8), command="recall bench --beads 10000"), tmp_path)
+    save(new_record("bench", {**bench_figures(17.0, 0.8), "beads": 100_000}, command="recall bench --beads 100000"),
+         tmp_path)
+    records = load(tmp_path)
+    default, large = "\n".join(current("bench")(records)), "\n".join(TABLES["large"](records))
+    assert "| search hybrid | 14.00 | **14.00** | ≤ 15:" in default and "17.00" not in default
+    assert "| search hybrid | 17.00 | **17.00** | ≤ 12:" in large and "14.00" not in large
 
 
 def test_marked_blocks_are_replaced_and_the_rest_is_left_alone(tmp_path: Path) -> None:
