@@ -315,6 +315,30 @@ def _day(year: int, month: int, day: int) -> datetime:
         ("hiring in Sept 2022", "Sept 2022", _day(2022, 9, 1), _day(2022, 10, 1)),
         ("figures for 2022-11", "2022-11", _day(2022, 11, 1), _day(2022, 12, 1)),
         ("errors in the last 3 days", "in the last 3 days", NOW - timedelta(days=3), NOW),
+        # a day without its year: the latest such day up to today
+        ("what did I buy on March 3?", "on March 3", _day(2025, 3, 3), _day(2025, 3, 4)),
+        ("on the 3rd of March", "on the 3rd of March", _day(2025, 3, 3), _day(2025, 3, 4)),
+        ("the party on December 25th", "on December 25th", _day(2024, 12, 25), _day(2024, 12, 26)),
+        ("a leap day, Feb 29", "Feb 29", _day(2024, 2, 29), _day(2024, 3, 1)),
+        # holidays: the latest up to today, or of the year named
+        ("dinner on Valentine’s day", "Valentine’s day", _day(2025, 2, 14), _day(2025, 2, 15)),
+        ("gifts at Christmas 2023", "Christmas 2023", _day(2023, 12, 25), _day(2023, 12, 26)),
+        ("since Thanksgiving", "Thanksgiving", _day(2024, 11, 28), _day(2024, 11, 29)),
+        ("the Maundy Thursday service", "Maundy Thursday", _day(2025, 4, 17), _day(2025, 4, 18)),
+        ("fasting from Ash Wednesday", "Ash Wednesday", _day(2025, 3, 5), _day(2025, 3, 6)),
+        ("the 4th of July barbecue", "the 4th of July", _day(2024, 7, 4), _day(2024, 7, 5)),
+        # weekends (NOW is a Wednesday), nights, loose counts, spans of months
+        ("the game I beat last weekend", "last weekend", _day(2025, 6, 14), _day(2025, 6, 16)),
+        ("what happened over the weekend", "over the weekend", _day(2025, 6, 14), _day(2025, 6, 16)),
+        ("plans for this weekend", "this weekend", _day(2025, 6, 21), _day(2025, 6, 23)),
+        ("the film I saw last night", "last night", _day(2025, 6, 17), _day(2025, 6, 18)),
+        ("a couple of weeks ago", "a couple of weeks ago", _day(2025, 5, 28), _day(2025, 6, 12)),
+        ("my mileage a few months ago", "a few months ago", _day(2025, 3, 5), _day(2025, 4, 5)),
+        ("plants in the past few months", "in the past few months", _day(2025, 3, 18) + timedelta(hours=15.5), NOW),
+        ("museums in the month of February", "in the month of February", _day(2025, 2, 1), _day(2025, 3, 1)),
+        ("rides from July to October", "from July to October", _day(2024, 7, 1), _day(2024, 11, 1)),
+        ("between Nov and Feb", "between Nov and Feb", _day(2024, 11, 1), _day(2025, 3, 1)),
+        ("between March and May 2023", "between March and May 2023", _day(2023, 3, 1), _day(2023, 6, 1)),
     ],
 )
 def test_date_expressions_name_their_window(query: str, text: str, start: datetime, end: datetime) -> None:
@@ -324,7 +348,8 @@ def test_date_expressions_name_their_window(query: str, text: str, start: dateti
 
 @pytest.mark.parametrize(
     "query",
-    ["it may rain", "we march on", "error 2023 in the parser", "the 2023-02-30 entry", "retry policy", "next steps"],
+    ["it may rain", "we march on", "error 2023 in the parser", "the 2023-02-30 entry", "retry policy", "next steps",
+     "it may 2x the load", "we march 3 abreast", "a few notes", "the weekend plan doc is in git"],
 )
 def test_words_that_only_look_like_dates_name_no_window(query: str) -> None:
     assert find_window(query, NOW) is None
