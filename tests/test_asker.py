@@ -32,6 +32,8 @@ async def _talk(connect: ClientFactory) -> tuple[RecallClient, RecallClient, str
     for topic in ("the weather is sunny today", "the train leaves at noon", "a recipe for lentil soup",
                   "the printer on the second floor jams", "tickets for the concert sold out"):
         await assistant.create_bead(f"assistant: {topic} {word}", group_id=group.group_id, visibility="group")
+    user.read_after(assistant.index_position)  # each finds the other's writes, not only its own
+    assistant.read_after(user.index_position)
     return user, assistant, word, said.bead_id, reply.bead_id
 
 

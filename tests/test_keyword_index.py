@@ -317,6 +317,24 @@ async def test_a_reply_is_found_by_the_words_of_the_turn_it_follows_below_a_bead
     assert hits[0].score > hits[1].score
 
 
+@pytest.mark.parametrize(
+    ("written", "asked"),
+    [("I bought a {w} lens", "what {w} did I buy"), ("she drew the {w} mural", "her {w} drawing"),
+     ("the children loved the {w}", "which {w} did the child like"), ("we ran the {w} benchmark", "running {w}")],
+)
+async def test_an_irregular_form_finds_its_base_word_and_the_base_word_finds_it(
+    connect: ClientFactory, written: str, asked: str
+) -> None:
+    """The stemmer makes "buying" one word with "buy" but not "bought": irregular forms are indexed and searched
+    as their base word, so a question in one tense finds a memory in another."""
+    me, word = await connect(), f"zf{secrets.token_hex(5)}"
+    bead = await me.create_bead(written.format(w=word))
+    other = await me.create_bead(word)  # shorter: without the base word it would rank first
+    hits = (await me.search_beads(asked.format(w=word), mode="keyword")).hits
+    assert [h.bead.bead_id for h in hits] == [bead.bead_id, other.bead_id]
+    assert hits[0].score > hits[1].score
+
+
 async def test_words_of_a_turn_the_reader_may_not_see_never_find_the_bead_that_follows_it(world: World) -> None:
     """A private note followed by a group bead of its author: the group bead is not found by the note's words
     (a member would learn what the note said), while a global turn before a private bead lends its words."""

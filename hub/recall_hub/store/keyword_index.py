@@ -54,6 +54,7 @@ from recall_schemas import BeadFilters, BeadStatus, BeadType, Provenance
 from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store import bm25
+from recall_hub.store.base_forms import base_forms
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.bm25 import WordCounts
 from recall_hub.store.index_log import REBUILD, ZERO, IndexLog
@@ -89,16 +90,28 @@ SCOPED = "|"
 """Between a scope and a word in the indexed terms (``group:g_1|book``)."""
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
+BASE_FORMS = True
+"""Irregular forms ("bought", "drew", "children") indexed and searched as their base word (:mod:`base_forms`)."""
+
+
+class _Analyzer:
     """tantivy's ``en_stem`` built by hand (simple tokenizer, long tokens dropped, lower case, English
-    stemmer): documents and queries are analysed here, in one way, and the words indexed as scoped terms."""
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+    stemmer), then irregular forms as their base word: documents and queries are analysed here, in one way,
+    and the words indexed as scoped terms."""
+
+    def __init__(self) -> None:
+        self._stem = (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase())
+            .filter(tantivy.Filter.stemmer("english"))
+            .build()
+        )
+        self._base = base_forms(self._stem.analyze) if BASE_FORMS else {}
+
+    def analyze(self, text: str) -> list[str]:
+        base = self._base
+        return [base.get(token, token) for token in self._stem.analyze(text)]
 
 
 def _schema() -> tantivy.Schema:
@@ -245,7 +258,7 @@ class KeywordIndex:
         # Searchers change only when _commit says so. Left unconfigured, the binding's reader made every
         # commit take ~11 ms and every reload ~100 ms (2 ms and 0.1 ms configured; tantivy 0.27, 10k docs).
         self._index.config_reader(reload_policy="Manual")
-        self._analyzer = _analyzer()
+        self._analyzer = _Analyzer()
         self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._view = _View(self._index.searcher(), _Rows())
         self._sessions = _Sessions()
