@@ -230,6 +230,8 @@ async def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--lme-questions", type=int, default=None,
                         help="a stratified subset of LongMemEval (the first N of each type in turn); all by default")
+    parser.add_argument("--ingested-only", action="store_true",
+                        help="ask only the LongMemEval questions --work-dir holds already (ingest nothing more)")
     parser.add_argument("--rerun", action="store_true", help="ask again for variants already asked")
     parser.add_argument("--setting", action="append", default=[], metavar="MODULE.ATTRIBUTE=JSON",
                         help="set for the whole run, before the hub starts (what the index is built with); "
@@ -245,9 +247,11 @@ async def main() -> None:
     suffix = f"+{args.tag}" if args.tag else ""
     convs = locomo.load_locomo(args.locomo, 10)
     items = longmemeval.load_longmemeval(args.longmemeval, args.lme_questions)
+    state_file = args.work_dir / "ingested.json"
+    if args.ingested_only:
+        items = [item for item in items if item.question_id in load_state(state_file)["lme"]]
     results_dir = args.work_dir / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
-    state_file = args.work_dir / "ingested.json"
     if not args.report_only:
         with applied(settings):
             async with eval_hub(None, None, None, GRAPH, args.work_dir / "stack") as target:
