@@ -39,13 +39,13 @@ NUMBERS = {
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
 }
 
-_MONTH = r"(?P<month>" + "|".join(MONTHS) + r"|sept|" + "|".join(m[:3] for m in MONTHS) + r")\.?"
+_MONTH_NAMES = "|".join(MONTHS) + r"|sept|" + "|".join(m[:3] for m in MONTHS)
+_MONTH = rf"(?P<month>{_MONTH_NAMES})\.?"
 _COUNT = r"(?P<count>\d{1,3}|" + "|".join(n.replace(" ", r"\s+") for n in NUMBERS) + r")"
 _UNIT = r"(?P<unit>day|week|month|year)s?"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d{2})"
 _WEEKDAY = r"(?P<weekday>" + "|".join(WEEKDAYS) + r")"
-_MONTH_NAMES = "|".join(MONTHS) + r"|sept|" + "|".join(m[:3] for m in MONTHS)
 _APOSTROPHE = "['\u2019]?"
 HOLIDAYS: dict[str, tuple[int, int] | str | int] = {
     "valentine's day": (2, 14), "valentine's": (2, 14), "christmas eve": (12, 24), "christmas day": (12, 25),
@@ -156,7 +156,8 @@ def _year_only(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
 
 def _relative_day(m: re.Match[str], now: datetime) -> tuple[datetime, datetime]:
     back = {"today": 0, "tonight": 0, "this": 0, "yesterday": 1, "last": 1, "tomorrow": -1}
-    word = m["word"].lower().split()[0] if m["word"].lower().split()[0] in ("this", "last") else m["word"].lower()
+    word = m["word"].lower()
+    word = word.split()[0] if word.startswith(("this ", "last ")) else word  # "last night", "this morning"
     return _one_day(now - timedelta(days=2 if "before" in word else back[word]))
 
 
