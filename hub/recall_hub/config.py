@@ -118,6 +118,11 @@ class HubSettings(BaseSettings):
         description="How much a word of the bead a bead follows (FOLLOWS_FROM: the question before an answer) counts "
         "in keyword search against a word of the bead itself; 0: not at all",
     )
+    bead_cache_size: int = Field(
+        default=50_000, ge=0,
+        description="Beads whose properties a hub process keeps after reading them, so a search's page or a "
+        "traversal is checked in the graph without carrying them again (about 3 KB each; 0: none kept)",
+    )
     index_wait_s: float = Field(
         default=5.0, gt=0, le=60,
         description="How long a search waits for the keyword index to reach its caller's last write",

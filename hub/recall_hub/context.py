@@ -94,7 +94,7 @@ class HubContext:
         vectors = VectorStore(
             redis, keys, embedder.model_id, quantization=settings.vector_quantization, replica=vector_replica
         )
-        beads = BeadStore(graph)
+        beads = BeadStore(graph, settings.bead_cache_size)
         index_log = IndexLog(redis, keys, settings.index_log_max)
         ctx = cls(
             settings=settings,

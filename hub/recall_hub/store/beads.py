@@ -14,7 +14,9 @@ from typing import Any
 
 from recall_schemas import MAX_TAGS, BeadFilters, Conflict, Forbidden, InvalidRequest, NotFound
 
+from recall_hub.store import bead_cache
 from recall_hub.store.as_of import keep_version, versions_of
+from recall_hub.store.bead_cache import BeadCache, check_unchanged, held_properties_or_none
 from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
@@ -85,8 +87,10 @@ class Preceding:
 
 
 class BeadStore:
-    def __init__(self, graph: GraphStore) -> None:
+    def __init__(self, graph: GraphStore, cache_size: int = 0) -> None:
         self.graph = graph
+        self.cache = BeadCache(cache_size)
+        """Properties of beads read last, which :meth:`many` need not read again (:mod:`.bead_cache`)."""
 
     # --- reads, as a caller -------------------------------------------------------------------
 
@@ -96,7 +100,10 @@ class BeadStore:
             MY_GROUPS + f"MATCH (b:Bead {{bead_id: $bead_id}}) WHERE {visible('b')} RETURN properties(b)",
             {"caller": caller, "bead_id": bead_id},
         )
-        return dict(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        self.cache.keep([rows[0][0]])
+        return dict(rows[0][0])
 
     async def many(
         self, caller: str, ids: Sequence[str], filters: BeadFilters | None = None
@@ -105,16 +112,28 @@ class BeadStore:
         if not ids:
             return {}
         clause, params = filter_clause("b", filters or BeadFilters())
+        held = self.cache.held(ids)
         # The number of UPDATES edges in is free to read; walking them to check who may see the newer bead
         # is not (most of the query's time for 20 beads), so only the few beads that have one are walked.
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
-            "RETURN properties(b), indegree(b, 'UPDATES')",
-            {"caller": caller, "ids": list(ids), **params},
+            f"RETURN b.bead_id, {held_properties_or_none('b')}, b.accessed_at, indegree(b, 'UPDATES')",
+            {"caller": caller, "ids": list(ids), "held": {b: s for b, (s, _) in held.items()}, **params},
         )
-        updated = [row[0]["bead_id"] for row in rows if row[1]]
+        found: dict[str, Props] = {}
+        used: dict[str, Props] = {}
+        for bead_id, props, accessed_at, _ in rows:
+            if props is None:
+                props = used[bead_id] = {**held[bead_id][1], "accessed_at": accessed_at}
+            found[bead_id] = props
+        self.cache.keep(props for bead_id, props in found.items() if bead_id not in used)
+        self.cache.hits += len(used)
+        self.cache.misses += len(found) - len(used)
+        if used and bead_cache.VERIFY:
+            check_unchanged(used, {p["bead_id"]: p for p in await self.system_many(list(used))})
+        updated = [row[0] for row in rows if row[3]]
         superseded = await self._superseded_among(caller, updated) if updated else set()
-        return {row[0]["bead_id"]: (row[0], row[0]["bead_id"] in superseded) for row in rows}
+        return {bead_id: (props, bead_id in superseded) for bead_id, props in found.items()}
 
     async def _superseded_among(self, caller: str, ids: Sequence[str]) -> set[str]:
         """The beads of ``ids`` that a bead the caller may see ``UPDATES``."""
@@ -479,7 +498,10 @@ class BeadStore:
         rows = await self.graph.values(
             "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) RETURN properties(b)", {"ids": list(bead_ids)}
         )
-        return [row[0] for row in rows]
+        found = [row[0] for row in rows]
+        self.cache.keep(found)
+        self.cache.drop(set(bead_ids) - {str(p["bead_id"]) for p in found})
+        return found
 
     async def system_preceding(self, bead_ids: Sequence[str]) -> Preceding:
         """What the keyword index keeps of the beads each of ``bead_ids`` ``FOLLOWS_FROM``, in one read: see
