@@ -32,6 +32,7 @@ from recall_hub.store import bead_cache
 from recall_hub.tooling.auth import AuthBundle, generate
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import MemoryBead, RecallError, Visibility
+
 # Every read that uses a hub's held bead properties is checked against a full read: a write that changes a bead
 # without moving its version or updated_at fails the test that makes it.
 bead_cache.VERIFY = True
