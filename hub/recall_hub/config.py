@@ -121,7 +121,8 @@ class HubSettings(BaseSettings):
     bead_cache_size: int = Field(
         default=50_000, ge=0,
         description="Beads whose properties a hub process keeps after reading them, so a search's page or a "
-        "traversal is checked in the graph without carrying them again (about 3.5 KB each with 370-character contents; 0: none kept)",
+        "traversal is checked in the graph without carrying them again (about 3.5 KB each with 370-character "
+        "contents; 0: none kept)",
     )
     index_wait_s: float = Field(
         default=5.0, gt=0, le=60,

@@ -311,38 +311,41 @@ class KeywordIndex:
         return done
 
     async def catch_up(self, until: str | None = None) -> None:
-        """Apply the log up to ``until`` (everything there is, with None)."""
+        """Apply the log up to ``until`` (everything there is, with None).
+
+        Searches that each need their caller's last write wait here together: whoever holds the lock applies
+        everything logged when it took it and commits once, and those queued behind it find their position
+        applied as soon as they get the lock, without another read of the log."""
         if not self.ready:
             await self.rebuild()
             return
         if until is not None and seq_key(until) <= seq_key(self.applied):
             return
         async with self._lock:
+            if until is not None and seq_key(until) <= seq_key(self.applied):
+                return  # applied while this caller waited for the lock (by the follow or another search)
             state = await self.log.state()
             if seq_key(state.trimmed_through) > seq_key(self.applied):
                 log.warning("keyword index fell behind the trimmed log (%s < %s): rebuilding",
                             self.applied, state.trimmed_through)
                 self.ready = False
+            else:
+                await self._apply_through(state.last)
         if not self.ready:
             await self.rebuild()
-            return
-        async with self._lock:
-            if until is not None and seq_key(until) <= seq_key(self.applied):
-                return  # applied while this caller waited for the lock (by the follow or another search)
-            reached = self.applied
-            while entries := await self.log.after(reached, APPLY_PAGE):
-                if any(bead_id == REBUILD for _, bead_id in entries):
-                    self.ready = False  # `recall reindex` asked every hub to start from the graph again
-                    break
-                await self._apply({bead_id for _, bead_id in entries})
-                reached = entries[-1][0]
-                if until is not None and seq_key(reached) >= seq_key(until):
-                    break
-            if reached != self.applied:
-                await self._commit()
-                self.applied = reached  # only now do searches see it
-        if not self.ready:
-            await self.rebuild()
+
+    async def _apply_through(self, last: str) -> None:
+        """Apply the log's entries up to ``last`` at least, then commit (under the lock)."""
+        reached = self.applied
+        while seq_key(reached) < seq_key(last) and (entries := await self.log.after(reached, APPLY_PAGE)):
+            if any(bead_id == REBUILD for _, bead_id in entries):
+                self.ready = False  # `recall reindex` asked every hub to start from the graph again
+                return
+            await self._apply({bead_id for _, bead_id in entries})
+            reached = entries[-1][0]
+        if reached != self.applied:
+            await self._commit()
+            self.applied = reached  # only now do searches see it
 
     async def follow(self, block_ms: int = 2000) -> None:
         """Keep applying the log as it grows (a hub's background task). ``block_ms`` stays below
