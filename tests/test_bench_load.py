@@ -3,6 +3,8 @@ a process of its own, every operation of the mix is answered, and each level rep
 
 from __future__ import annotations
 
+import os
+
 from recall_hub.bench.load import MIX, LoadConfig, LoadLevel, LoadReport, render_load, run_load
 
 
@@ -17,6 +19,11 @@ async def test_a_small_team_works_closed_and_open_loop_without_errors() -> None:
     assert {op.op for op in closed.ops} == {op for op, _ in MIX}  # every operation ran and was answered
     text = render_load(report)
     assert "| 1 | closed | 3 |" in text and "Knee" in text
+    cpu = closed.cpu_ms  # what a request cost each process, read from /proc
+    assert set(cpu) == {"hubs", "hubs (main thread)", "redis + FalkorDB", "nats-server", "agents"}
+    assert 0 < cpu["hubs (main thread)"] <= cpu["hubs"]
+    assert 0 < closed.cores_busy <= os.cpu_count()  # type: ignore[operator]
+    assert "CPU per answered request" in text
 
 
 def _level(loop: str, agents: int, p99: float) -> LoadLevel:

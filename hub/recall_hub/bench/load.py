@@ -22,6 +22,7 @@ quiet p99. The load generator shares the machine's cores with the servers: on 2 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import time
@@ -35,6 +36,7 @@ from recall_client import RecallClient
 from recall_schemas import CreateBead, CreatedItem, RecallError, Visibility
 
 from recall_hub.bench.corpus import build_dataset
+from recall_hub.bench.cpu import CpuMeter
 from recall_hub.bench.stats import percentile
 from recall_hub.tooling.stack import EmbeddedStack
 
@@ -94,6 +96,15 @@ class LoadLevel:
     errors: int
     error_codes: dict[str, int]
     ops: list[OpStats]
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    """CPU milliseconds per answered request, by process kind (:func:`meter`), over the level; empty where
+    ``/proc`` cannot be read."""
+
+    @property
+    def cores_busy(self) -> float:
+        """The machine's cores the level kept busy, on average (the processes measured)."""
+        total = sum(ms for kind, ms in self.cpu_ms.items() if not kind.endswith("(main thread)"))
+        return total * self.throughput / 1000
 
 
 @dataclass
@@ -174,14 +185,25 @@ async def run_load(config: LoadConfig, progress: Callable[[str], None] = lambda 
             with EmbeddedStack(Path(tmp), hubs=hubs, hub_env=env) as stack:
                 team = await _team(config, stack.nats_url, max(config.agents), progress)
                 try:
-                    await _levels(config, team, hubs, report, progress)
+                    await _levels(config, team, hubs, report, progress, meter(stack))
                 finally:
                     await asyncio.gather(*(agent.client.close() for agent in team.agents))
     return report
 
 
+def meter(stack: EmbeddedStack) -> CpuMeter:
+    """The stack's processes by kind, and this one (the agents)."""
+    def pids(prefix: str) -> list[int]:
+        return [c.pid for c in stack.children if c.name.startswith(prefix) and c.pid is not None]
+
+    return CpuMeter({
+        "hubs": pids("hub-"), "hubs (main thread)": pids("hub-"), "redis + FalkorDB": pids("redis"),
+        "nats-server": pids("nats"), "agents": [os.getpid()],
+    })
+
+
 async def _levels(config: LoadConfig, team: _Team, hubs: int, report: LoadReport,
-                  progress: Callable[[str], None]) -> None:
+                  progress: Callable[[str], None], cpu: CpuMeter) -> None:
     runs: list[tuple[str, int, float | None]] = [("quiet", 1, None)]
     for n in config.agents:
         runs.append(("closed", n, None))
@@ -190,6 +212,7 @@ async def _levels(config: LoadConfig, team: _Team, hubs: int, report: LoadReport
     calm = float("nan")
     for loop, n, rate in runs:
         agents = team.agents[:n]
+        cpu_before = cpu.read()
         started = time.perf_counter()
         if loop == "open":
             assert rate is not None
@@ -199,13 +222,18 @@ async def _levels(config: LoadConfig, team: _Team, hubs: int, report: LoadReport
         # Throughput over the whole time the level's requests took: an open loop the hubs cannot keep up with
         # is answered for a while after it stops sending.
         level = _level(hubs, n, loop, rate, time.perf_counter() - started, samples)
+        answered = level.throughput * level.seconds
+        if answered:
+            level.cpu_ms = {kind: 1000 * seconds / answered
+                            for kind, seconds in CpuMeter.spent(cpu_before, cpu.read()).items()}
         report.levels.append(level)
         if loop == "quiet":
             calm = level.p50_ms
         else:
             await _settle(team, calm)
         progress(f"  {hubs} hub(s) {loop:6s} {n:4d} agents: {level.throughput:7.1f} req/s, "
-                 f"p50 {level.p50_ms:.1f} ms, p99 {level.p99_ms:.1f} ms, errors {level.errors}")
+                 f"p50 {level.p50_ms:.1f} ms, p99 {level.p99_ms:.1f} ms, errors {level.errors}, "
+                 f"{level.cores_busy:.2f} cores busy")
 
 
 _Sample = tuple[str, float, str | None]
@@ -358,6 +386,16 @@ def render_load(report: LoadReport) -> str:
         loop = f"open {lv.target_rate:g}/s" if lv.loop == "open" else lv.loop
         lines.append(f"| {lv.hubs} | {loop} | {lv.agents} | {lv.throughput:.1f} | {lv.p50_ms:.1f} | {lv.p99_ms:.1f} | "
                      f"{lv.errors} | " + " | ".join(cells) + " |")
+    kinds = list(dict.fromkeys(kind for lv in report.levels for kind in lv.cpu_ms))
+    if kinds:
+        lines += ["", "CPU per answered request, ms (from /proc; the hubs' main threads run their Python work):", "",
+                  "| hubs | loop | agents | " + " | ".join(kinds) + " | cores busy |",
+                  "|---|---|---|" + "---|" * (len(kinds) + 1)]
+        for lv in report.levels:
+            loop = f"open {lv.target_rate:g}/s" if lv.loop == "open" else lv.loop
+            lines.append(f"| {lv.hubs} | {loop} | {lv.agents} | "
+                         + " | ".join(f"{lv.cpu_ms[k]:.2f}" if k in lv.cpu_ms else "-" for k in kinds)
+                         + f" | {lv.cores_busy:.2f} |")
     lines += ["", "Knee (fewest agents whose p99 is above twice the quiet p99): " + "; ".join(
         f"{where}: {knee if knee is not None else 'none'}" for where, knee in report.knees.items())]
     return "\n".join(lines)

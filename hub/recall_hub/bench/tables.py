@@ -226,13 +226,18 @@ def load_table(sitting: list[Record]) -> list[str]:
         for level in run.figures["levels"]:
             levels.setdefault((level["hubs"], level["loop"], level["agents"]), []).append(level)
     lines = [_about(sitting) + f" {config['seconds']:g} s a level, open loop at {config['rate']:g} requests/s.", "",
-             "| hubs | loop | agents | req/s, each run | req/s median | p99 ms, each run | p99 median | errors |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| hubs | loop | agents | req/s, each run | req/s median | p99 ms, each run | p99 median | errors "
+             "| CPU ms a request (hubs) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for (hubs, loop, agents), runs in levels.items():
         rates, tails = [lv["throughput"] for lv in runs], [lv["p99_ms"] for lv in runs]
+        cpu = [lv["cpu_ms"] for lv in runs if lv.get("cpu_ms")]
+        spent = (f"{_median([sum(v for k, v in c.items() if not k.endswith('(main thread)')) for c in cpu]):.1f} "
+                 f"({_median([c.get('hubs', 0.0) for c in cpu]):.1f})") if cpu else "-"
         lines.append(
             f"| {hubs} | {loop} | {agents} | {' / '.join(f'{r:.0f}' for r in rates)} | **{_median(rates):.0f}** | "
-            f"{' / '.join(f'{t:.0f}' for t in tails)} | **{_median(tails):.0f}** | {sum(lv['errors'] for lv in runs)} |"
+            f"{' / '.join(f'{t:.0f}' for t in tails)} | **{_median(tails):.0f}** | {sum(lv['errors'] for lv in runs)} "
+            f"| {spent} |"
         )
     return lines
 
