@@ -54,6 +54,9 @@ OPEN_DRAIN_S = 15.0
 SETTLED_IN_A_ROW = 10
 SETTLE_LIMIT_S = 120.0
 """How long an open-loop level waits for its last requests after it stops sending."""
+IDLE_CORES = 0.15
+IDLE_READING_S = 0.3
+"""Before the quiet level, the hubs count as idle below this many cores, read every this many seconds."""
 
 
 @dataclass
@@ -185,10 +188,27 @@ async def run_load(config: LoadConfig, progress: Callable[[str], None] = lambda 
             with EmbeddedStack(Path(tmp), hubs=hubs, hub_env=env) as stack:
                 team = await _team(config, stack.nats_url, max(config.agents), progress)
                 try:
-                    await _levels(config, team, hubs, report, progress, meter(stack))
+                    cpu = meter(stack)
+                    await _until_idle(cpu)
+                    await _levels(config, team, hubs, report, progress, cpu)
                 finally:
                     await asyncio.gather(*(agent.client.close() for agent in team.agents))
     return report
+
+
+async def _until_idle(cpu: CpuMeter) -> None:
+    """Wait until the hubs have worked off the seed memory (its vectors, links and index commits run on after
+    the seeding's replies), at most :data:`SETTLE_LIMIT_S`: the quiet level is what every other level is
+    compared with. Idle: the hubs' processes below :data:`IDLE_CORES` for :data:`SETTLED_IN_A_ROW` readings."""
+    deadline = time.monotonic() + SETTLE_LIMIT_S
+    calm = 0
+    before, at = cpu.read(), time.monotonic()
+    while calm < SETTLED_IN_A_ROW and time.monotonic() < deadline:
+        await asyncio.sleep(IDLE_READING_S)
+        now, now_at = cpu.read(), time.monotonic()
+        busy = CpuMeter.spent(before, now).get("hubs", 0.0) / (now_at - at)
+        calm = calm + 1 if busy < IDLE_CORES else 0
+        before, at = now, now_at
 
 
 def meter(stack: EmbeddedStack) -> CpuMeter:
