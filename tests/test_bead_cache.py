@@ -85,3 +85,21 @@ async def test_a_change_that_moves_no_stamp_is_caught_by_the_tests_check(
     hub.beads.cache.drop([bead.bead_id])
     props, _ = (await hub.beads.many(writer.ai_id, [bead.bead_id]))[bead.bead_id]
     assert props["title"] == "a swan"
+
+
+async def test_a_held_bead_is_made_once_per_version_with_each_reads_accessed_at(
+    hub: HubContext, connect: ClientFactory
+) -> None:
+    writer = await connect()
+    bead = await writer.create_bead("a kite", "over the marsh")
+    props, _ = (await hub.beads.many(writer.ai_id, [bead.bead_id]))[bead.bead_id]
+    first = hub.beads.cache.bead(props)
+    again, _ = (await hub.beads.many(writer.ai_id, [bead.bead_id]))[bead.bead_id]
+    assert hub.beads.cache.bead(again) is first  # not validated again
+    later = hub.beads.cache.bead({**again, "accessed_at": again["accessed_at"] + 5000})
+    assert later.accessed_at > first.accessed_at and later.model_dump(exclude={"accessed_at"}) == first.model_dump(
+        exclude={"accessed_at"}
+    )
+    await writer.update_bead(bead.bead_id, title="a red kite")
+    edited, _ = (await hub.beads.many(writer.ai_id, [bead.bead_id]))[bead.bead_id]
+    assert hub.beads.cache.bead(edited).title == "a red kite"

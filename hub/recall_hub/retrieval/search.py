@@ -54,7 +54,6 @@ from recall_hub.retrieval.rerank import rerank, reranking_depth
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
-from recall_hub.store.records import bead_fields, bead_from_props
 from recall_hub.store.vectors import filter_expression
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
@@ -322,15 +321,15 @@ async def _hydrate(
         if sum(1 for weighed, _ in done if weighed.score >= bound) >= limit:
             break
     done.sort(key=lambda item: (-item[0].score, item[0].entry.bead_id))
-    return _HITS.validate_python([_hit_fields(weighed, props) for weighed, props in done[:limit]])
+    return _HITS.validate_python([_hit_fields(weighed, ctx.beads.cache.bead(props)) for weighed, props in done[:limit]])
 
 
-def _hit_fields(weighed: _Weighed, props: dict[str, Any]) -> dict[str, Any]:
+def _hit_fields(weighed: _Weighed, bead: MemoryBead) -> dict[str, Any]:
     entry, notes = weighed.entry, weighed.notes
     if entry.context_from is not None:
         notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
     return {
-        "bead": bead_fields(props),
+        "bead": bead,
         "score": weighed.score,
         "explanation": {
             "sources": [{"list": name, "rank": r, "raw_score": raw} for name, r, raw in entry.sources],
@@ -408,7 +407,7 @@ async def find_similar(ctx: HubContext, caller: str, req: FindSimilar) -> Search
     beads = await ctx.beads.many(caller, [b for b, _ in candidates])
     hits = [
         SearchHit(
-            bead=bead_from_props(beads[b][0]),
+            bead=ctx.beads.cache.bead(beads[b][0]),
             score=s,
             explanation=ScoreExplanation(
                 sources=[RankSource(list="vector", rank=i + 1, raw_score=s)], relevance=s, prior=1.0

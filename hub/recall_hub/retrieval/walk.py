@@ -6,7 +6,6 @@ from recall_schemas import Direction, GraphNode, Relationship, RelType, Subgraph
 
 from recall_hub.context import HubContext
 from recall_hub.store.as_of import AsOfReads
-from recall_hub.store.records import bead_from_props
 
 
 async def expand(
@@ -57,6 +56,6 @@ async def expand(
     )
     ordered = sorted(found, key=lambda i: (depth_of[i], i))
     return Subgraph(
-        nodes=[GraphNode(bead=bead_from_props(found[i][0]), depth=depth_of[i]) for i in ordered],
+        nodes=[GraphNode(bead=ctx.beads.cache.bead(found[i][0]), depth=depth_of[i]) for i in ordered],
         edges=[e for e in edges.values() if e.from_id in found and e.to_id in found],
     )

@@ -19,6 +19,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from recall_schemas import MemoryBead
+
+from recall_hub.store.records import bead_from_props
+from recall_hub.timeutil import from_ms
+
 Props = dict[str, Any]
 
 VERIFY = False
@@ -51,6 +56,9 @@ class BeadCache:
     def __init__(self, size: int) -> None:
         self.size = size
         self._held: OrderedDict[str, tuple[str, Props]] = OrderedDict()
+        self._models: dict[str, tuple[str, MemoryBead]] = {}
+        """Beads held as wire models too (for the stamp they were made at): a page of hits or a traversal's
+        nodes validated once per version instead of on every read."""
         self.hits = 0
         """Beads a read took from here (their properties not sent again)."""
         self.misses = 0
@@ -78,14 +86,32 @@ class BeadCache:
             held[bead_id] = (stamp(props), dict(props))  # the caller's copy may be changed
             held.move_to_end(bead_id)
         while len(held) > self.size:
-            held.popitem(last=False)
+            self._models.pop(held.popitem(last=False)[0], None)
 
     def drop(self, bead_ids: Iterable[str]) -> None:
         for bead_id in bead_ids:
             self._held.pop(bead_id, None)
+            self._models.pop(bead_id, None)
 
     def clear(self) -> None:
         self._held.clear()
+        self._models.clear()
+
+    def bead(self, props: Mapping[str, Any]) -> MemoryBead:
+        """``props`` (as a read returned them) as a :class:`MemoryBead`: the one made before for the same stamp
+        when this bead is held (with the read's ``accessed_at``), else made now. Never change what it returns."""
+        bead_id, current = props["bead_id"], stamp(props)
+        entry = self._held.get(bead_id)
+        if entry is None or entry[0] != current:
+            return bead_from_props(props)
+        made = self._models.get(bead_id)
+        if made is None or made[0] != current:
+            model = bead_from_props(props)
+            self._models[bead_id] = (current, model)
+            return model
+        model = made[1]
+        accessed_at = from_ms(props["accessed_at"])
+        return model if model.accessed_at == accessed_at else model.model_copy(update={"accessed_at": accessed_at})
 
 
 def check_unchanged(used: Mapping[str, Props], fresh: Mapping[str, Props]) -> None:

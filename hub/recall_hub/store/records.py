@@ -25,8 +25,8 @@ def bead_from_props(p: Mapping[str, Any]) -> MemoryBead:
 
 
 def bead_fields(p: Mapping[str, Any]) -> dict[str, Any]:
-    """A bead's stored properties as :class:`MemoryBead`'s fields, for validating it as part of a larger
-    message in one call (a search hit) rather than bead by bead."""
+    """A bead's stored properties as :class:`MemoryBead`'s fields (what :func:`bead_from_props` validates; the
+    beads a hub holds are made once per version, :meth:`~recall_hub.store.bead_cache.BeadCache.bead`)."""
     return {
         "bead_id": p["bead_id"],
         "title": p["title"],
