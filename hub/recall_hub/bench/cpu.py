@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+MAIN_THREAD = " (main thread)"
+"""A kind named with this at its end counts only the main thread of each of its processes."""
 
 
 def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
@@ -26,8 +28,8 @@ def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
 
 
 class CpuMeter:
-    """CPU seconds by kind over a stretch of time: ``kinds`` maps a kind to its process ids; a kind ending in
-    `` (main thread)`` counts only the main thread of each of its processes."""
+    """CPU seconds by kind over a stretch of time: ``kinds`` maps a kind to its process ids (see
+    :data:`MAIN_THREAD`)."""
 
     def __init__(self, kinds: Mapping[str, Sequence[int]]) -> None:
         self.kinds = {kind: list(pids) for kind, pids in kinds.items() if pids}
@@ -35,7 +37,7 @@ class CpuMeter:
     def read(self) -> dict[str, float]:
         found = {}
         for kind, pids in self.kinds.items():
-            main_only = kind.endswith("(main thread)")
+            main_only = kind.endswith(MAIN_THREAD)
             times = [cpu_seconds(pid, pid if main_only else None) for pid in pids]
             if all(t is not None for t in times):
                 found[kind] = sum(t for t in times if t is not None)
@@ -44,3 +46,8 @@ class CpuMeter:
     @staticmethod
     def spent(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
         return {kind: after[kind] - before[kind] for kind in before if kind in after}
+
+
+def whole_processes(by_kind: Mapping[str, float]) -> float:
+    """The sum over the kinds that count whole processes (a main thread is already in its process's figure)."""
+    return sum(value for kind, value in by_kind.items() if not kind.endswith(MAIN_THREAD))

@@ -36,7 +36,7 @@ from recall_client import RecallClient
 from recall_schemas import CreateBead, CreatedItem, RecallError, Visibility
 
 from recall_hub.bench.corpus import build_dataset
-from recall_hub.bench.cpu import CpuMeter
+from recall_hub.bench.cpu import MAIN_THREAD, CpuMeter, whole_processes
 from recall_hub.bench.stats import percentile
 from recall_hub.tooling.stack import EmbeddedStack
 
@@ -106,8 +106,7 @@ class LoadLevel:
     @property
     def cores_busy(self) -> float:
         """The machine's cores the level kept busy, on average (the processes measured)."""
-        total = sum(ms for kind, ms in self.cpu_ms.items() if not kind.endswith("(main thread)"))
-        return total * self.throughput / 1000
+        return whole_processes(self.cpu_ms) * self.throughput / 1000
 
 
 @dataclass
@@ -217,7 +216,7 @@ def meter(stack: EmbeddedStack) -> CpuMeter:
         return [c.pid for c in stack.children if c.name.startswith(prefix) and c.pid is not None]
 
     return CpuMeter({
-        "hubs": pids("hub-"), "hubs (main thread)": pids("hub-"), "redis + FalkorDB": pids("redis"),
+        "hubs": pids("hub-"), "hubs" + MAIN_THREAD: pids("hub-"), "redis + FalkorDB": pids("redis"),
         "nats-server": pids("nats"), "agents": [os.getpid()],
     })
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from recall_hub.bench.cpu import whole_processes
 from recall_hub.bench.growth import GrowthReport, GrowthRow, VectorRow, render_growth
 from recall_hub.bench.records import RESULTS_DIR, Record, load
 
@@ -232,7 +233,7 @@ def load_table(sitting: list[Record]) -> list[str]:
     for (hubs, loop, agents), runs in levels.items():
         rates, tails = [lv["throughput"] for lv in runs], [lv["p99_ms"] for lv in runs]
         cpu = [lv["cpu_ms"] for lv in runs if lv.get("cpu_ms")]
-        spent = (f"{_median([sum(v for k, v in c.items() if not k.endswith('(main thread)')) for c in cpu]):.1f} "
+        spent = (f"{_median([whole_processes(c) for c in cpu]):.1f} "
                  f"({_median([c.get('hubs', 0.0) for c in cpu]):.1f})") if cpu else "-"
         lines.append(
             f"| {hubs} | {loop} | {agents} | {' / '.join(f'{r:.0f}' for r in rates)} | **{_median(rates):.0f}** | "

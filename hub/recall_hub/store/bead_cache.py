@@ -50,25 +50,30 @@ def held_properties_or_none(var: str) -> str:
     return f"CASE WHEN $held[{var}.bead_id] = {SAME_STAMP.format(v=var)} THEN NULL ELSE properties({var}) END"
 
 
+class Held:
+    """One held bead: its stamp, its properties as read at it, and the wire model made of them (once asked)."""
+
+    __slots__ = ("model", "props", "stamp")
+
+    def __init__(self, props: Props) -> None:
+        self.stamp = stamp(props)
+        self.props = props
+        self.model: MemoryBead | None = None
+
+
 class BeadCache:
     """At most ``size`` beads' properties, the least recently used dropped first (``size`` 0: none kept)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._held: OrderedDict[str, tuple[str, Props]] = OrderedDict()
-        self._models: dict[str, tuple[str, MemoryBead]] = {}
-        """Beads held as wire models too (for the stamp they were made at): a page of hits or a traversal's
-        nodes validated once per version instead of on every read."""
+        self._held: OrderedDict[str, Held] = OrderedDict()
         self.hits = 0
         """Beads a read took from here (their properties not sent again)."""
         self.misses = 0
         """Beads a read had to receive in full."""
 
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def held(self, ids: Sequence[str]) -> dict[str, tuple[str, Props]]:
-        """``(stamp, properties)`` of the beads of ``ids`` held now (a snapshot: what a read compares with)."""
+    def held(self, ids: Sequence[str]) -> dict[str, Held]:
+        """The beads of ``ids`` held now (a snapshot: what a read compares with)."""
         found = {}
         for bead_id in ids:
             entry = self._held.get(bead_id)
@@ -83,34 +88,28 @@ class BeadCache:
         held = self._held
         for props in beads:
             bead_id = props["bead_id"]
-            held[bead_id] = (stamp(props), dict(props))  # the caller's copy may be changed
+            entry = held.get(bead_id)
+            if entry is None or entry.stamp != stamp(props):  # the same version held: it stays, model and all
+                held[bead_id] = Held(dict(props))  # the caller's copy may be changed
             held.move_to_end(bead_id)
         while len(held) > self.size:
-            self._models.pop(held.popitem(last=False)[0], None)
+            held.popitem(last=False)
 
     def drop(self, bead_ids: Iterable[str]) -> None:
         for bead_id in bead_ids:
             self._held.pop(bead_id, None)
-            self._models.pop(bead_id, None)
-
-    def clear(self) -> None:
-        self._held.clear()
-        self._models.clear()
 
     def bead(self, props: Mapping[str, Any]) -> MemoryBead:
-        """``props`` (as a read returned them) as a :class:`MemoryBead`: the one made before for the same stamp
-        when this bead is held (with the read's ``accessed_at``), else made now. Never change what it returns."""
-        bead_id, current = props["bead_id"], stamp(props)
-        entry = self._held.get(bead_id)
-        if entry is None or entry[0] != current:
+        """``props`` (as a read returned them) as a :class:`MemoryBead`: made once per version while the bead is
+        held (with each read's ``accessed_at``), else made now. Never change what it returns: it is shared."""
+        entry = self._held.get(props["bead_id"])
+        if entry is None or entry.stamp != stamp(props):
             return bead_from_props(props)
-        made = self._models.get(bead_id)
-        if made is None or made[0] != current:
-            model = bead_from_props(props)
-            self._models[bead_id] = (current, model)
-            return model
-        model = made[1]
+        if entry.model is None:
+            entry.model = bead_from_props(props)
+            return entry.model
         accessed_at = from_ms(props["accessed_at"])
+        model = entry.model
         return model if model.accessed_at == accessed_at else model.model_copy(update={"accessed_at": accessed_at})
 
 

@@ -118,13 +118,13 @@ class BeadStore:
         rows = await self.graph.values(
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
             f"RETURN b.bead_id, {held_properties_or_none('b')}, b.accessed_at, indegree(b, 'UPDATES')",
-            {"caller": caller, "ids": list(ids), "held": {b: s for b, (s, _) in held.items()}, **params},
+            {"caller": caller, "ids": list(ids), "held": {b: entry.stamp for b, entry in held.items()}, **params},
         )
         found: dict[str, Props] = {}
         used: dict[str, Props] = {}
         for bead_id, props, accessed_at, _ in rows:
             if props is None:
-                props = used[bead_id] = {**held[bead_id][1], "accessed_at": accessed_at}
+                props = used[bead_id] = {**held[bead_id].props, "accessed_at": accessed_at}
             found[bead_id] = props
         self.cache.keep(props for bead_id, props in found.items() if bead_id not in used)
         self.cache.hits += len(used)
