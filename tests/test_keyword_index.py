@@ -219,7 +219,10 @@ async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and
             await (world.member.verify_bead if rng.random() < 0.5 else world.member.reject_bead)(
                 bead.bead_id, "checked")
     for bead_id in ids[:4]:  # as a decay pass archives (store and log entry)
-        await ctx.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.status = 'archived'", {"id": bead_id})
+        await ctx.graph.query(
+            "MATCH (b:Bead {bead_id: $id}) SET b.status = 'archived', b.version = coalesce(b.version, 1) + 1",
+            {"id": bead_id},
+        )
         await ctx.index_log.append(bead_id)
     await ctx.keywords.catch_up()
     filter_sets = [

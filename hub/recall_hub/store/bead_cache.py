@@ -89,8 +89,10 @@ class BeadCache:
         for props in beads:
             bead_id = props["bead_id"]
             entry = held.get(bead_id)
-            if entry is None or entry.stamp != stamp(props):  # the same version held: it stays, model and all
-                held[bead_id] = Held(dict(props))  # the caller's copy may be changed
+            if entry is not None and entry.stamp == stamp(props):
+                entry.props = dict(props)  # the model made at this version stays
+            else:
+                held[bead_id] = Held(dict(props))  # (copies: the caller's may be changed)
             held.move_to_end(bead_id)
         while len(held) > self.size:
             held.popitem(last=False)
