@@ -57,6 +57,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"own.{x}": {"recall_hub.retrieval.asker.OWN_BOOST": x} for x in (1.0, 1.4, 3.0)},
     **{f"ago.{x}": {"recall_hub.retrieval.dates.AGO_SPREAD": x} for x in (0.0, 0.5, 2.0)},
     **{f"date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
+    **{f"chunkdisc.{x}": {"recall_hub.store.vectors.CHUNK_DISCOUNT": x} for x in (0.05, 0.2)},
+    **{f"sentdisc.{x}": {"recall_hub.store.vectors.SENTENCE_DISCOUNT": x} for x in (0.0, 0.05, 0.1)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
 

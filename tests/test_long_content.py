@@ -14,7 +14,7 @@ import numpy as np
 from conftest import World
 from recall_hub.context import HubContext
 from recall_hub.retrieval.embedding import MAX_CHUNKS, bead_chunks
-from recall_hub.store.vectors import CHUNK_DISCOUNT, bead_of, element, nearest_beads
+from recall_hub.store.vectors import CHUNK_DISCOUNT, SENTENCE_DISCOUNT, bead_of, element, nearest_beads
 from recall_schemas import Visibility
 
 FILLER = (
@@ -30,12 +30,14 @@ def long_text() -> str:
 
 
 async def chunk_names(hub: HubContext, bead_id: str, scope: str) -> list[str]:
-    """The names of the bead's vectors present in ``scope``'s set."""
+    """The names of the bead's vectors present in ``scope``'s set: its whole text, windows, sentences."""
     key = hub.vectors.key(scope)
     present = []
-    for chunk in range(MAX_CHUNKS):
-        if await hub.redis.execute_command("VEMB", key, element(bead_id, chunk)):  # type: ignore[no-untyped-call]
-            present.append(element(bead_id, chunk))
+    for sentences in (False, True):
+        for chunk in range(1 if sentences else 0, MAX_CHUNKS):
+            name = element(bead_id, chunk, sentences)
+            if await hub.redis.execute_command("VEMB", key, name):  # type: ignore[no-untyped-call]
+                present.append(name)
     return present
 
 
@@ -45,7 +47,8 @@ def every_entry_read(replies: list[list[bytes]], k: int) -> list[tuple[str, floa
     for reply in replies:
         for name_bytes, score in zip(reply[::2], reply[1::2], strict=True):
             name = name_bytes.decode()
-            similarity = 2.0 * float(score) - 1.0 - (CHUNK_DISCOUNT if bead_of(name) != name else 0.0)
+            discount = 0.0 if bead_of(name) == name else SENTENCE_DISCOUNT if "#s" in name else CHUNK_DISCOUNT
+            similarity = 2.0 * float(score) - 1.0 - discount
             best[bead_of(name)] = max(best.get(bead_of(name), -math.inf), similarity)
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
@@ -55,7 +58,7 @@ def test_nearest_beads_read_only_as_far_as_needed_are_the_nearest_beads_of_every
     for _ in range(2000):
         replies = []
         for _ in range(rng.randint(0, 4)):  # one VSIM reply per scope, best first, names unique within it
-            entries = {(f"b_{rng.randint(0, 40)}" + rng.choice(["", "", "#1", "#2"])): round(rng.random(), 2)
+            entries = {(f"b_{rng.randint(0, 40)}" + rng.choice(["", "", "#1", "#2", "#s1"])): round(rng.random(), 2)
                        for _ in range(rng.randint(0, 60))}
             ordered = sorted(entries.items(), key=lambda kv: -kv[1])
             replies.append([x for name, score in ordered for x in (name.encode(), str(score).encode())])

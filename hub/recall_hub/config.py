@@ -91,6 +91,12 @@ class HubSettings(BaseSettings):
         "a deterministic outline of the text",
     )
     vector_quantization: str = Field(default="Q8", description="Q8, BIN or NOQUANT (VADD)")
+    sentence_vectors: bool = Field(
+        default=True,
+        description="A bead within the model's window with two sentences or more also gets a vector of each "
+        "sentence, pooled from the same model run (the local model; no extra inference, more vectors kept); "
+        "applies to beads embedded from then on",
+    )
     auto_related: bool = Field(default=True, description="Link a new bead RELATED_TO its nearest beads")
     related_threshold: float = Field(default=0.75, ge=-1, le=1, description="Cosine needed for RELATED_TO")
     related_max: int = Field(default=3, ge=0, le=20)

@@ -34,7 +34,7 @@ from recall_hub.store.outbox import OutboxStore
 from recall_hub.store.relationships import RelationshipStore
 from recall_hub.store.replica import ReplicaRoute, replica_routes
 from recall_hub.store.sessions import SessionStore
-from recall_hub.store.vectors import VectorStore
+from recall_hub.store.vectors import BeadVectors, VectorStore
 
 
 @dataclass
@@ -68,7 +68,7 @@ class HubContext:
     """The LLM remember_extracted asks (RECALL_EXTRACTOR__URL); None: a deterministic outline of the text."""
     reranker: Reranker | None = None
     """The cross-encoder that reorders a search's best candidates (RECALL_RERANKER__URL); None: the fused order."""
-    early_vectors: EarlyVectors = field(default_factory=EarlyVectors)
+    early_vectors: EarlyVectors[BeadVectors] = field(default_factory=EarlyVectors)
     """Embeddings of beads being created, started before their write commits (embedders/early.py)."""
     forgotten: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this hub forgets beads: their erasure from the servers' logs and files is due

@@ -121,6 +121,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             cleanup.callback(probe.detach)
             setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
             setup += f"; embedder {settings.embedder.kind} ({service.ctx.embedder.model_id})"
+            setup += f"; sentence vectors {'on' if settings.sentence_vectors else 'off'}"
         else:
             setup += "; external hub"
 

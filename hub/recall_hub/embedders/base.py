@@ -19,6 +19,8 @@ __all__ = [
     "EmbedderConfig",
     "EmbedderError",
     "EmbedderUnavailableError",
+    "Span",
+    "SpanPooling",
     "check_texts",
     "l2_normalise",
 ]
@@ -79,6 +81,27 @@ class Embedder(Protocol):
 
     async def aclose(self) -> None:
         """Release threads, sessions and HTTP connections."""
+        ...
+
+
+Span = tuple[int, int]
+"""A part of a text by character offsets, ``text[start:end]``."""
+
+
+@runtime_checkable
+class SpanPooling(Protocol):
+    """An embedder that can also give vectors of parts of a text from the same reading of it ("late
+    chunking"): the model reads the whole text once, and a part's vector pools the model's outputs for the
+    part's own tokens — each read in the context of the whole text, at no extra model cost."""
+
+    @property
+    def pools_spans(self) -> bool:
+        """Whether :meth:`embed_spans` pools parts (a model that pools inside itself cannot)."""
+        ...
+
+    async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
+        """Per text, its vector (row 0, the same as :meth:`Embedder.embed` gives) followed by a vector of each
+        of its ``spans`` the model read (a span past the model's window, or holding no token, has none)."""
         ...
 
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from recall_hub.embedders.base import Embedder
+from recall_hub.embedders.base import Embedder, Span, SpanPooling
 
 
 class BatchingEmbedder:
@@ -49,6 +49,15 @@ class BatchingEmbedder:
         if len(texts) != 1:
             return await self.inner.embed_queries(texts)
         return await self._queries.vector(texts[0])
+
+    @property
+    def pools_spans(self) -> bool:
+        return isinstance(self.inner, SpanPooling) and self.inner.pools_spans
+
+    async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
+        if not isinstance(self.inner, SpanPooling):
+            raise TypeError(f"{self.inner!r} does not pool spans")
+        return await self.inner.embed_spans(texts, spans)
 
     async def aclose(self) -> None:
         await self._documents.aclose()

@@ -13,24 +13,26 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
-
-import numpy as np
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
+V = TypeVar("V")
 
-class EarlyVectors:
+
+class EarlyVectors(Generic[V]):
     """Embeddings started ahead of the work that needs them, by bead id, each with the texts it embeds."""
 
     def __init__(self) -> None:
-        self._started: dict[str, tuple[tuple[str, ...], asyncio.Future[np.ndarray]]] = {}
+        self._started: dict[str, tuple[tuple[str, ...], asyncio.Future[V]]] = {}
 
-    def start(self, bead_id: str, texts: Sequence[str], embedding: Awaitable[np.ndarray]) -> None:
-        """Run ``embedding`` (the vectors of ``texts``, one row each) now, kept for :meth:`take`."""
+    def start(self, bead_id: str, texts: Sequence[str], embedding: Awaitable[V]) -> None:
+        """Run ``embedding`` (the vectors of ``texts``: a row each, and one a sentence for a bead pooled by
+        sentence) now, kept for :meth:`take`."""
         self.drop(bead_id)
         self._started[bead_id] = (tuple(texts), asyncio.ensure_future(embedding))
 
-    def take(self, bead_id: str, texts: Sequence[str]) -> asyncio.Future[np.ndarray] | None:
+    def take(self, bead_id: str, texts: Sequence[str]) -> asyncio.Future[V] | None:
         """The embedding started for ``bead_id``, if it embeds exactly ``texts`` (the bead's text as stored
         now); it is no longer kept either way."""
         found = self._started.pop(bead_id, None)
@@ -52,7 +54,7 @@ class EarlyVectors:
         return len(self._started)
 
 
-def _discard(future: asyncio.Future[np.ndarray]) -> None:
+def _discard(future: asyncio.Future[Any]) -> None:
     if future.done():
         if not future.cancelled():
             future.exception()  # retrieved, so a failure nobody needed is not reported as never retrieved
@@ -61,7 +63,7 @@ def _discard(future: asyncio.Future[np.ndarray]) -> None:
     future.add_done_callback(_quietly)
 
 
-def _quietly(future: asyncio.Future[np.ndarray]) -> None:
+def _quietly(future: asyncio.Future[Any]) -> None:
     with contextlib.suppress(asyncio.CancelledError):
         if (exc := future.exception()) is not None:
             log.debug("an early embedding nobody took failed: %s", exc)

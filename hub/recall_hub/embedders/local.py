@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from recall_hub.embedders.base import EmbedderError, check_texts, l2_normalise
+from recall_hub.embedders.base import EmbedderError, Span, check_texts, l2_normalise
 from recall_hub.embedders.int8_activations import int8_activations_model
 from recall_hub.embedders.worker import ModelThread
 
@@ -179,6 +179,44 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         return await self._documents.thread.vectors(texts, LOCAL_DIM, self.embed_sync)
 
+    @property
+    def pools_spans(self) -> bool:
+        return True
+
+    async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
+        """Each text's vector and its spans' (:class:`~recall_hub.embedders.base.SpanPooling`), on the document
+        lane: one model run a text, a span's vector the mean of the outputs of the tokens inside it."""
+        items = check_texts(texts)
+        if len(spans) != len(items):
+            raise ValueError("embed_spans needs one list of spans per text")
+        self._documents.thread.check_open()
+        if not items:
+            return []
+        return await self._documents.thread.run(self._spans_sync, items, [list(s) for s in spans])
+
+    def _spans_sync(self, texts: list[str], spans: list[list[Span]]) -> list[np.ndarray]:
+        loaded = self._load(self._documents)
+        with self._documents.run_lock:
+            encodings = loaded.tokenizer.encode_batch(texts)
+            ids = [e.ids for e in encodings]
+            order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+            out: list[np.ndarray] = [np.empty(0)] * len(texts)
+            for run in self._plan_runs(order, [len(x) for x in ids]):
+                outputs, _ = self._run_model(loaded, [ids[i] for i in run])
+                for row, i in enumerate(run):
+                    if not loaded.token_level:  # the model pools inside itself: no part vectors
+                        out[i] = l2_normalise(outputs[row : row + 1])
+                        continue
+                    tokens = outputs[row, : len(ids[i])]
+                    offsets = encodings[i].offsets
+                    rows = [tokens.mean(axis=0)]
+                    for start, end in spans[i]:
+                        inside = [k for k, (a, b) in enumerate(offsets) if b > a and a >= start and b <= end]
+                        if inside:
+                            rows.append(tokens[inside].mean(axis=0))
+                    out[i] = l2_normalise(np.stack(rows))
+        return out
+
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """The same vectors as :meth:`embed` (a symmetric model), from the query lane."""
         return await self._queries.thread.vectors(texts, LOCAL_DIM, self._embed_on, self._queries)
@@ -258,7 +296,8 @@ class LocalEmbedder:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _run_batch(self, loaded: _Loaded, batch_ids: list[list[int]]) -> np.ndarray:
+    def _run_model(self, loaded: _Loaded, batch_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The model's output for texts padded to the longest (per token, or pooled by the model) and the mask."""
         width = max(len(x) for x in batch_ids)
         ids = np.full((len(batch_ids), width), loaded.pad_id, dtype=np.int64)
         mask = np.zeros((len(batch_ids), width), dtype=np.int64)
@@ -268,7 +307,10 @@ class LocalEmbedder:
         arrays = {"ids": ids, "mask": mask, "types": np.zeros_like(ids)}
         feeds = {name: arrays[role].astype(dtype, copy=False) for name, role, dtype in loaded.feeds}
         (result,) = loaded.session.run([loaded.output], feeds)
-        result = np.asarray(result, dtype=np.float32)
+        return np.asarray(result, dtype=np.float32), mask
+
+    def _run_batch(self, loaded: _Loaded, batch_ids: list[list[int]]) -> np.ndarray:
+        result, mask = self._run_model(loaded, batch_ids)
         if loaded.token_level:
             weights = mask.astype(np.float32)
             summed = np.einsum("bsd,bs->bd", result, weights)

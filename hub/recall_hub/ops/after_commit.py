@@ -105,7 +105,7 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
     await ctx.vectors.add_many(
         [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, chunked, strict=True)]
     )
-    vectors = [v[0] for v in chunked]  # each bead's whole text: what its neighbours are found by
+    vectors = [v.rows[0] for v in chunked]  # each bead's whole text: what its neighbours are found by
     await ctx.beads.system_mark_indexed_many(
         [{"id": b, "scope": scope_of(beads[b])} for b in present], ctx.vectors.model_id
     )

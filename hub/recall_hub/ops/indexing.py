@@ -18,7 +18,7 @@ from recall_schemas import RecallError
 from recall_hub.context import HubContext
 from recall_hub.retrieval.embedding import embed_beads
 from recall_hub.store.validity import validity_attributes
-from recall_hub.store.vectors import ATTRIBUTE_FIELDS, scope_of
+from recall_hub.store.vectors import ATTRIBUTE_FIELDS, BeadVectors, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ async def sync_bead_vector(
     if reembed or not current or not await ctx.vectors.set_attributes(bead_id, target, attributes(props)):
         (vectors,) = await embed_beads(ctx, [props])
         await ctx.vectors.add(bead_id, target, vectors, attributes(props))
-        vector = vectors[0]
+        vector = vectors.rows[0]
     for scope in stale:
         await ctx.vectors.remove(bead_id, scope)
     if not current:
@@ -60,7 +60,7 @@ async def sync_bead_vector(
 
 
 async def index_beads(
-    ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray] | None = None
+    ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray | BeadVectors] | None = None
 ) -> int:
     """Embed (unless given: one array a bead, a row a chunk) and store the vectors of ``beads`` in bulk, then
     mark them in the graph.

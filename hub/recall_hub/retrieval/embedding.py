@@ -5,6 +5,7 @@ embed a stored bead again (``find_similar``)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,8 @@ from recall_schemas import Unavailable
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
+from recall_hub.embedders.base import Span, SpanPooling
+from recall_hub.store.vectors import BeadVectors
 
 
 def bead_text(props: Mapping[str, Any]) -> str:
@@ -50,6 +53,71 @@ def bead_chunks(props: Mapping[str, Any], window_tokens: int | None) -> list[str
     return [text, *(" ".join(words[start : start + size]) for start in starts)]
 
 
+SENTENCE_MIN_WORDS = 4
+"""Shorter sentences ("Wow!", "Thanks so much.") get no vector of their own."""
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s)")
+
+
+def sentence_spans(text: str) -> list[Span]:
+    """The sentences of ``text`` worth a vector, as character spans; none unless there are two or more."""
+    spans, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.end()))
+        start = match.end()
+    spans.append((start, len(text)))
+    kept = []
+    for begin, end in spans:
+        piece = text[begin:end]
+        stripped = piece.strip()
+        if len(stripped.split()) >= SENTENCE_MIN_WORDS:
+            offset = begin + piece.index(stripped)
+            kept.append((offset, offset + len(stripped)))
+    return kept if len(kept) >= 2 else []
+
+
+def _parts(ctx: HubContext, texts: Sequence[str]) -> list[Span] | None:
+    """The sentence spans a bead embedded as ``texts`` (:func:`bead_chunks`) is pooled over, if any: a bead within
+    the model's window that says several things (``sentence_vectors``) also has a vector of each sentence,
+    pooled from the same reading of the whole text where the embedder can (:class:`SpanPooling`) — a turn that
+    greets, answers and asks back is found by the sentence that answers."""
+    embedder = ctx.embedder
+    pools = isinstance(embedder, SpanPooling) and embedder.pools_spans
+    if not ctx.settings.sentence_vectors or len(texts) != 1 or not pools:
+        return None
+    return sentence_spans(texts[0]) or None
+
+
+async def _embed_chunks(ctx: HubContext, texts: Sequence[str]) -> BeadVectors:
+    """One bead's vectors (:func:`embed_beads`)."""
+    (vectors,) = await _embed_many(ctx, [list(texts)])
+    return vectors
+
+
+async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list[BeadVectors]:
+    """Beads' vectors, each from its chunks: sentence parts pooled in one call, the rest embedded in another."""
+    parts = [_parts(ctx, texts) for texts in chunked]
+    pooled_at = [i for i, spans in enumerate(parts) if spans is not None]
+    plain_texts = [text for texts, spans in zip(chunked, parts, strict=True) if spans is None for text in texts]
+    pooled: list[np.ndarray] = []
+    if pooled_at:
+        embedder = ctx.embedder
+        assert isinstance(embedder, SpanPooling)
+        try:
+            pooled = await embedder.embed_spans([chunked[i][0] for i in pooled_at], [parts[i] or [] for i in pooled_at])
+        except EmbedderError as exc:
+            raise Unavailable(f"embedder failed: {exc}") from exc
+    plain = await embed_texts(ctx, plain_texts) if plain_texts else None
+    out, start, taken = [], 0, iter(pooled)
+    for texts, spans in zip(chunked, parts, strict=True):
+        if spans is not None:
+            out.append(BeadVectors(next(taken), sentences=True))
+            continue
+        assert plain is not None
+        out.append(BeadVectors(plain[start : start + len(texts)]))
+        start += len(texts)
+    return out
+
+
 async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
     try:
         return await ctx.embedder.embed(list(texts))
@@ -61,23 +129,16 @@ def embed_early(ctx: HubContext, props: Mapping[str, Any]) -> None:
     """Start embedding a bead about to be written, for :func:`embed_beads` to take once it is
     (:mod:`recall_hub.embedders.early`); the caller drops it if the write does not happen."""
     texts = bead_chunks(props, ctx.embedder.window_tokens)
-    ctx.early_vectors.start(str(props["bead_id"]), texts, embed_texts(ctx, texts))
+    ctx.early_vectors.start(str(props["bead_id"]), texts, _embed_chunks(ctx, texts))
 
 
-async def embed_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:
-    """Each bead's vectors, one row per chunk (:func:`bead_chunks`; the first is its whole text): those started
-    early for the same texts (:func:`embed_early`), the others embedded in one call."""
+async def embed_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]]) -> list[BeadVectors]:
+    """Each bead's vectors, one row per chunk (:func:`bead_chunks`; the first is its whole text) or, for a bead
+    pooled by sentence, its whole text then its sentences (:func:`_parts`): those started early for the
+    same texts (:func:`embed_early`), the others embedded together."""
     chunks = [bead_chunks(props, ctx.embedder.window_tokens) for props in beads]
     taken = ctx.early_vectors.take
     early = [taken(str(props.get("bead_id")), texts) for props, texts in zip(beads, chunks, strict=True)]
-    rest = [text for texts, started in zip(chunks, early, strict=True) if started is None for text in texts]
-    vectors = await embed_texts(ctx, rest) if rest else None
-    out, start = [], 0
-    for texts, started in zip(chunks, early, strict=True):
-        if started is not None:
-            out.append(await started)
-            continue
-        assert vectors is not None
-        out.append(vectors[start : start + len(texts)])
-        start += len(texts)
-    return out
+    missing = [texts for texts, started in zip(chunks, early, strict=True) if started is None]
+    rest = iter(await _embed_many(ctx, missing))
+    return [await started if started is not None else next(rest) for started in early]

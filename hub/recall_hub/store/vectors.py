@@ -106,16 +106,47 @@ nearest — a fact deep in a long bead — and a long bead's many windows do not
 same thing first. On LongMemEval_S (120 questions) with chunks: turn Recall@10 0.726 without it, 0.758 with it
 (0.762 before chunking), session recall_any@1 0.900 / 0.917 (0.908); LoCoMo's short turns have no later chunks
 (docs/retrieval.md, "Long content")."""
+SENTENCE_DISCOUNT = 0.025
+"""A sentence's vector of a short bead (:class:`BeadVectors`) counts this much below its similarity: the sentence
+that answers wins over a bead that says the same more loosely, not over one that says it as plainly. Chosen by
+cross-validation over both dev sets among 0, 0.025, 0.05 and 0.1 (docs/retrieval.md, "Sentences")."""
+SENTENCE_MARK = "s"
+"""A sentence's vector is named ``<bead_id>#s<n>``, a window's ``<bead_id>#<n>``: a search tells them apart by name."""
+ASKED_PER_BEAD = 2
+"""Vectors a search asks of each set per bead it wants: a bead may have several (chunks, sentences)."""
 CHUNKS_ATTRIBUTE = "chunks"
 """The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
 
 
-def element(bead_id: str, chunk: int) -> str:
-    return bead_id if chunk == 0 else f"{bead_id}{CHUNK_SEPARATOR}{chunk}"
+SENTENCES_ATTRIBUTE = "sentences"
+"""Set on the first vector of a bead whose later vectors are its sentences (not windows)."""
+
+
+def element(bead_id: str, chunk: int, sentences: bool = False) -> str:
+    if chunk == 0:
+        return bead_id
+    return f"{bead_id}{CHUNK_SEPARATOR}{SENTENCE_MARK if sentences else ''}{chunk}"
 
 
 def bead_of(name: str) -> str:
     return name.split(CHUNK_SEPARATOR, 1)[0]
+
+
+@dataclass(frozen=True)
+class BeadVectors:
+    """A bead's vectors: the first its whole text, then its windows (a long bead) or its sentences
+    (``sentences``: a short bead that says several things)."""
+
+    rows: np.ndarray
+    sentences: bool = False
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a set holds of a bead: how many vectors, and whether the later ones are sentences."""
+
+    count: int
+    sentences: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,75 +189,77 @@ class VectorStore:
                 replica.read_failed(exc.__cause__ or exc)
         return await run(self.redis)
 
-    async def add(self, bead_id: str, scope: str, vectors: np.ndarray, attributes: dict[str, Any]) -> None:
+    async def add(
+        self, bead_id: str, scope: str, vectors: np.ndarray | BeadVectors, attributes: dict[str, Any]
+    ) -> None:
         """Store the bead's vectors (one row per chunk, the first its whole text) in ``scope``, replacing any it
         had there; :meth:`add_many` for one bead."""
         await self.add_many([(bead_id, scope, vectors, attributes)])
 
-    async def add_many(self, items: list[tuple[str, str, np.ndarray, dict[str, Any]]]) -> None:
-        """Store ``(bead_id, scope, vectors, attributes)`` items — ``vectors`` one row per chunk, or a single
-        vector — each replacing the vectors its bead had in that scope (chunks it no longer has are removed),
-        in two round trips."""
+    async def add_many(self, items: list[tuple[str, str, np.ndarray | BeadVectors, dict[str, Any]]]) -> None:
+        """Store ``(bead_id, scope, vectors, attributes)`` items — ``vectors`` a :class:`BeadVectors`, one row per
+        chunk, or a single vector — each replacing the vectors its bead had in that scope (those it no longer
+        has are removed), in two round trips."""
         self._note_write()
-        rows = [(b, scope, np.atleast_2d(v), attrs) for b, scope, v, attrs in items]
-        before = await self._chunk_counts([(b, scope) for b, scope, _, _ in rows])
+        given = [(b, scope, v if isinstance(v, BeadVectors) else BeadVectors(v), attrs) for b, scope, v, attrs in items]
+        rows = [(b, scope, np.atleast_2d(v.rows), v.sentences, attrs) for b, scope, v, attrs in given]
+        before = await self._held([(b, scope) for b, scope, _, _, _ in rows])
         # Redis 8.2's VADD of an element the set already holds changes it in memory only: neither the AOF nor a
         # replica sees the change, so after a restart (or on the replica) the old vector and attributes are back.
         # An element being replaced is removed and added again instead, in one transaction (never missing).
-        pipe = self.redis.pipeline(transaction=any(before))
-        for (bead_id, scope, vectors, attrs), had in zip(rows, before, strict=True):
-            described = _attributes_json(attrs, len(vectors))
+        pipe = self.redis.pipeline(transaction=any(had.count for had in before))
+        for (bead_id, scope, vectors, sentences, attrs), had in zip(rows, before, strict=True):
+            described = _attributes_json(attrs, len(vectors), sentences)
+            for chunk in range(had.count):  # each replaced (removed, then added again) or no longer there
+                pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, had.sentences))
             for chunk, vector in enumerate(vectors):
-                if chunk < had:
-                    pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
                 pipe.execute_command(
-                    "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(), element(bead_id, chunk),
-                    self.quantization, "SETATTR", described,
+                    "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(),
+                    element(bead_id, chunk, sentences), self.quantization, "SETATTR", described,
                 )
-            for chunk in range(len(vectors), had):
-                pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
         await self._execute(pipe)
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
         """Replace the filter attributes of the bead's stored vectors; False if the set holds none of it."""
         self._note_write()
-        (count,) = await self._chunk_counts([(bead_id, scope)])
-        if not count:
+        (held,) = await self._held([(bead_id, scope)])
+        if not held.count:
             return False
         pipe = self.redis.pipeline(transaction=False)
-        described = _attributes_json(attributes, count)
-        for chunk in range(count):
-            pipe.execute_command("VSETATTR", self.key(scope), element(bead_id, chunk), described)
+        described = _attributes_json(attributes, held.count, held.sentences)
+        for chunk in range(held.count):
+            pipe.execute_command("VSETATTR", self.key(scope), element(bead_id, chunk, held.sentences), described)
         done = await self._execute(pipe)
         return bool(done[0])
 
     async def remove(self, bead_id: str, scope: str) -> None:
         """Remove every vector of the bead from ``scope``."""
         self._note_write()
-        (count,) = await self._chunk_counts([(bead_id, scope)])
+        (held,) = await self._held([(bead_id, scope)])
         pipe = self.redis.pipeline(transaction=False)
-        for chunk in range(max(count, 1)):
-            pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk))
+        for chunk in range(max(held.count, 1)):
+            pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, held.sentences))
         await self._execute(pipe)
 
-    async def _chunk_counts(self, beads: list[tuple[str, str]]) -> list[int]:
-        """How many vectors each ``(bead_id, scope)`` has there (0: none), from its first vector's attributes."""
+    async def _held(self, beads: list[tuple[str, str]]) -> list[_Held]:
+        """What each ``(bead_id, scope)`` has there (count 0: none), from its first vector's attributes."""
         if not beads:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for bead_id, scope in beads:
             pipe.execute_command("VGETATTR", self.key(scope), bead_id)
-        counts = []
+        held = []
         for reply in await self._execute(pipe, raise_on_error=False):
             if reply is None or isinstance(reply, Exception):
-                counts.append(0)
+                held.append(_Held(0))
                 continue
             try:  # redis-py decodes the JSON itself on some connections
                 described = reply if isinstance(reply, dict) else json.loads(reply)
-                counts.append(max(1, int(described.get(CHUNKS_ATTRIBUTE, 1))))
+                held.append(_Held(max(1, int(described.get(CHUNKS_ATTRIBUTE, 1))),
+                                  bool(described.get(SENTENCES_ATTRIBUTE, False))))
             except (ValueError, TypeError, AttributeError):
-                counts.append(1)
-        return counts
+                held.append(_Held(1))
+        return held
 
     @staticmethod
     async def _execute(pipe: Any, raise_on_error: bool = True) -> list[Any]:
@@ -245,10 +278,11 @@ class VectorStore:
         self, scopes: Iterable[str], vector: np.ndarray, k: int, filter_expr: str | None = None
     ) -> list[VectorHit]:
         """The ``k`` nearest beads across ``scopes`` (one VSIM per set, in one round trip), each bead scored by
-        its nearest chunk. Twice ``k`` vectors are asked for, so that several chunks of one bead leave room."""
+        its nearest chunk. :data:`ASKED_PER_BEAD` times ``k`` vectors are asked for, so that several chunks of
+        one bead leave room."""
         blob = vector.astype(np.float32).tobytes()
         keys = [self.key(s) for s in scopes]
-        replies = await self._read(lambda client: self._vsim(client, keys, blob, 2 * k, filter_expr))
+        replies = await self._read(lambda client: self._vsim(client, keys, blob, ASKED_PER_BEAD * k, filter_expr))
         answered = []
         for key, reply in zip(keys, replies, strict=True):
             if isinstance(reply, Exception):
@@ -298,10 +332,12 @@ class VectorStore:
 
 
 
-def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1) -> str:
-    described = {k: attributes.get(k) for k in ATTRIBUTE_FIELDS if attributes.get(k) is not None}
+def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: bool = False) -> str:
+    described: dict[str, Any] = {k: attributes.get(k) for k in ATTRIBUTE_FIELDS if attributes.get(k) is not None}
     if chunks > 1:
         described[CHUNKS_ATTRIBUTE] = chunks
+        if sentences:
+            described[SENTENCES_ATTRIBUTE] = True
     return json.dumps(described)
 
 
@@ -317,12 +353,19 @@ def nearest_beads(replies: Sequence[Any], k: int) -> list[tuple[str, float]]:
             break
         name = _s(name)
         bead_id = bead_of(name)
-        similarity = bound - (CHUNK_DISCOUNT if bead_id != name else 0.0)
+        similarity = bound - _discount(name, bead_id)
         if similarity > best.get(bead_id, -math.inf):
             best[bead_id] = similarity
             if len(best) >= k:
                 kth = heapq.nlargest(k, best.values())[-1]
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _discount(name: str, bead_id: str) -> float:
+    """How much a vector named ``name`` counts below its similarity: nothing for a bead's whole text."""
+    if name == bead_id:
+        return 0.0
+    return SENTENCE_DISCOUNT if name.startswith(SENTENCE_MARK, len(bead_id) + 1) else CHUNK_DISCOUNT
 
 
 def _pairs(reply: Any) -> Iterator[tuple[float, Any]]:
