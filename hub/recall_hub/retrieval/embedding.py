@@ -5,8 +5,9 @@ embed a stored bead again (``find_similar``)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,10 +103,8 @@ async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list
     if pooled_at:
         embedder = ctx.embedder
         assert isinstance(embedder, SpanPooling)
-        try:
+        with _unavailable_on_failure():
             pooled = await embedder.embed_spans([chunked[i][0] for i in pooled_at], [parts[i] or [] for i in pooled_at])
-        except EmbedderError as exc:
-            raise Unavailable(f"embedder failed: {exc}") from exc
     plain = await embed_texts(ctx, plain_texts) if plain_texts else None
     out, start, taken = [], 0, iter(pooled)
     for texts, spans in zip(chunked, parts, strict=True):
@@ -118,11 +117,17 @@ async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list
     return out
 
 
-async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
+@contextlib.contextmanager
+def _unavailable_on_failure() -> Iterator[None]:
     try:
-        return await ctx.embedder.embed(list(texts))
+        yield
     except EmbedderError as exc:
         raise Unavailable(f"embedder failed: {exc}") from exc
+
+
+async def embed_texts(ctx: HubContext, texts: Sequence[str]) -> np.ndarray:
+    with _unavailable_on_failure():
+        return await ctx.embedder.embed(list(texts))
 
 
 def embed_early(ctx: HubContext, props: Mapping[str, Any]) -> None:

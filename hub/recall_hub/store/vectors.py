@@ -112,6 +112,10 @@ that answers wins over a bead that says the same more loosely, not over one that
 cross-validation over both dev sets among 0, 0.025, 0.05 and 0.1 (docs/retrieval.md, "Sentences")."""
 SENTENCE_MARK = "s"
 """A sentence's vector is named ``<bead_id>#s<n>``, a window's ``<bead_id>#<n>``: a search tells them apart by name."""
+SENTENCE_BUILD_EF = 50
+"""How widely a sentence's vector looks for its neighbours as it is added (VADD's EF; 200 for the others): each
+costs ~1 ms at 200 on the test machine, a bead may have several, and a sentence's links matter less than its
+bead's own vector's."""
 ASKED_PER_BEAD = 2
 """Vectors a search asks of each set per bead it wants: a bead may have several (chunks, sentences)."""
 CHUNKS_ATTRIBUTE = "chunks"
@@ -213,9 +217,10 @@ class VectorStore:
             for chunk in range(had.count):  # each replaced (removed, then added again) or no longer there
                 pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, had.sentences))
             for chunk, vector in enumerate(vectors):
+                build = ["EF", SENTENCE_BUILD_EF] if sentences and chunk else []
                 pipe.execute_command(
                     "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(),
-                    element(bead_id, chunk, sentences), self.quantization, "SETATTR", described,
+                    element(bead_id, chunk, sentences), self.quantization, *build, "SETATTR", described,
                 )
         await self._execute(pipe)
 
