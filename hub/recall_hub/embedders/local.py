@@ -208,11 +208,12 @@ class LocalEmbedder:
                         out[i] = l2_normalise(outputs[row : row + 1])
                         continue
                     tokens = outputs[row, : len(ids[i])]
-                    offsets = encodings[i].offsets
+                    offsets = np.asarray(encodings[i].offsets).reshape(-1, 2)
+                    read = offsets[:, 1] > offsets[:, 0]  # special tokens cover no characters
                     rows = [tokens.mean(axis=0)]
                     for start, end in spans[i]:
-                        inside = [k for k, (a, b) in enumerate(offsets) if b > a and a >= start and b <= end]
-                        if inside:
+                        inside = read & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
+                        if inside.any():
                             rows.append(tokens[inside].mean(axis=0))
                     out[i] = l2_normalise(np.stack(rows))
         return out

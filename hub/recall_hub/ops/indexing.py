@@ -62,8 +62,8 @@ async def sync_bead_vector(
 async def index_beads(
     ctx: HubContext, beads: Sequence[Mapping[str, Any]], vectors: Sequence[np.ndarray | BeadVectors] | None = None
 ) -> int:
-    """Embed (unless given: one array a bead, a row a chunk) and store the vectors of ``beads`` in bulk, then
-    mark them in the graph.
+    """Embed (unless given: a :class:`BeadVectors` or an array a bead, a row a chunk) and store the vectors of
+    ``beads`` in bulk, then mark them in the graph.
 
     For bulk work outside the outbox (repair, reindex, loading a corpus). Returns how many were
     indexed; failures are logged and left for :func:`repair`.

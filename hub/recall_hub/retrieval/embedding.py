@@ -95,16 +95,15 @@ async def _embed_chunks(ctx: HubContext, texts: Sequence[str]) -> BeadVectors:
 
 
 async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list[BeadVectors]:
-    """Beads' vectors, each from its chunks: sentence parts pooled in one call, the rest embedded in another."""
+    """Beads' vectors, each from its chunks: those pooled by sentence in one call, the rest embedded in another."""
     parts = [_parts(ctx, texts) for texts in chunked]
-    pooled_at = [i for i, spans in enumerate(parts) if spans is not None]
+    pooled_texts = [texts[0] for texts, spans in zip(chunked, parts, strict=True) if spans is not None]
     plain_texts = [text for texts, spans in zip(chunked, parts, strict=True) if spans is None for text in texts]
     pooled: list[np.ndarray] = []
-    if pooled_at:
-        embedder = ctx.embedder
-        assert isinstance(embedder, SpanPooling)
+    if pooled_texts:
+        assert isinstance(ctx.embedder, SpanPooling)
         with _unavailable_on_failure():
-            pooled = await embedder.embed_spans([chunked[i][0] for i in pooled_at], [parts[i] or [] for i in pooled_at])
+            pooled = await ctx.embedder.embed_spans(pooled_texts, [spans for spans in parts if spans is not None])
     plain = await embed_texts(ctx, plain_texts) if plain_texts else None
     out, start, taken = [], 0, iter(pooled)
     for texts, spans in zip(chunked, parts, strict=True):

@@ -146,7 +146,7 @@ class BeadVectors:
 
 
 @dataclass(frozen=True)
-class _Held:
+class _Stored:
     """What a set holds of a bead: how many vectors, and whether the later ones are sentences."""
 
     count: int
@@ -206,13 +206,13 @@ class VectorStore:
         has are removed), in two round trips."""
         self._note_write()
         given = [(b, scope, v if isinstance(v, BeadVectors) else BeadVectors(v), attrs) for b, scope, v, attrs in items]
-        rows = [(b, scope, np.atleast_2d(v.rows), v.sentences, attrs) for b, scope, v, attrs in given]
-        before = await self._held([(b, scope) for b, scope, _, _, _ in rows])
+        before = await self._stored([(b, scope) for b, scope, _, _ in given])
         # Redis 8.2's VADD of an element the set already holds changes it in memory only: neither the AOF nor a
         # replica sees the change, so after a restart (or on the replica) the old vector and attributes are back.
         # An element being replaced is removed and added again instead, in one transaction (never missing).
         pipe = self.redis.pipeline(transaction=any(had.count for had in before))
-        for (bead_id, scope, vectors, sentences, attrs), had in zip(rows, before, strict=True):
+        for (bead_id, scope, bead_vectors, attrs), had in zip(given, before, strict=True):
+            vectors, sentences = np.atleast_2d(bead_vectors.rows), bead_vectors.sentences
             described = _attributes_json(attrs, len(vectors), sentences)
             for chunk in range(had.count):  # each replaced (removed, then added again) or no longer there
                 pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, had.sentences))
@@ -227,7 +227,7 @@ class VectorStore:
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
         """Replace the filter attributes of the bead's stored vectors; False if the set holds none of it."""
         self._note_write()
-        (held,) = await self._held([(bead_id, scope)])
+        (held,) = await self._stored([(bead_id, scope)])
         if not held.count:
             return False
         pipe = self.redis.pipeline(transaction=False)
@@ -240,13 +240,13 @@ class VectorStore:
     async def remove(self, bead_id: str, scope: str) -> None:
         """Remove every vector of the bead from ``scope``."""
         self._note_write()
-        (held,) = await self._held([(bead_id, scope)])
+        (held,) = await self._stored([(bead_id, scope)])
         pipe = self.redis.pipeline(transaction=False)
         for chunk in range(max(held.count, 1)):
             pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, held.sentences))
         await self._execute(pipe)
 
-    async def _held(self, beads: list[tuple[str, str]]) -> list[_Held]:
+    async def _stored(self, beads: list[tuple[str, str]]) -> list[_Stored]:
         """What each ``(bead_id, scope)`` has there (count 0: none), from its first vector's attributes."""
         if not beads:
             return []
@@ -256,14 +256,14 @@ class VectorStore:
         held = []
         for reply in await self._execute(pipe, raise_on_error=False):
             if reply is None or isinstance(reply, Exception):
-                held.append(_Held(0))
+                held.append(_Stored(0))
                 continue
             try:  # redis-py decodes the JSON itself on some connections
                 described = reply if isinstance(reply, dict) else json.loads(reply)
-                held.append(_Held(max(1, int(described.get(CHUNKS_ATTRIBUTE, 1))),
+                held.append(_Stored(max(1, int(described.get(CHUNKS_ATTRIBUTE, 1))),
                                   bool(described.get(SENTENCES_ATTRIBUTE, False))))
             except (ValueError, TypeError, AttributeError):
-                held.append(_Held(1))
+                held.append(_Stored(1))
         return held
 
     @staticmethod
