@@ -48,7 +48,7 @@ SEARCH = "recall_hub.retrieval.search"
 VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.2, 0.6)},
-    **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}} for k in (0.5, 0.6, 0.8)},
+    **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}} for k in (0.5, 0.6, 0.7, 0.8)},
     **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 100)},
     **{f"bm25L.{n}": {"recall_hub.store.bm25.REFERENCE_LENGTH": n} for n in (60, 150, 200, 300)},
     **{f"depth.{n}": {"recall_hub.store.bm25.RESCORE_DEPTH": n} for n in (50, 200)},
@@ -59,6 +59,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"date.{x}": {"recall_hub.retrieval.timely.DATE_BOOST": x} for x in (2.5, 4.0)},
     **{f"chunkdisc.{x}": {"recall_hub.store.vectors.CHUNK_DISCOUNT": x} for x in (0.05, 0.2)},
     **{f"sentdisc.{x}": {"recall_hub.store.vectors.SENTENCE_DISCOUNT": x} for x in (0.0, 0.05, 0.1)},
+    **{f"asked.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n} for n in (3, 4)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
 
