@@ -152,6 +152,10 @@ class _Stored:
     count: int
     sentences: bool = False
 
+    def names(self, bead_id: str) -> list[str]:
+        """The names of these vectors of ``bead_id``."""
+        return [element(bead_id, chunk, self.sentences) for chunk in range(self.count)]
+
 
 @dataclass(frozen=True)
 class VectorHit:
@@ -214,8 +218,8 @@ class VectorStore:
         for (bead_id, scope, bead_vectors, attrs), had in zip(given, before, strict=True):
             vectors, sentences = np.atleast_2d(bead_vectors.rows), bead_vectors.sentences
             described = _attributes_json(attrs, len(vectors), sentences)
-            for chunk in range(had.count):  # each replaced (removed, then added again) or no longer there
-                pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, had.sentences))
+            for name in had.names(bead_id):  # each replaced (removed, then added again) or no longer there
+                pipe.execute_command("VREM", self.key(scope), name)
             for chunk, vector in enumerate(vectors):
                 build = ["EF", SENTENCE_BUILD_EF] if sentences and chunk else []
                 pipe.execute_command(
@@ -232,8 +236,8 @@ class VectorStore:
             return False
         pipe = self.redis.pipeline(transaction=False)
         described = _attributes_json(attributes, held.count, held.sentences)
-        for chunk in range(held.count):
-            pipe.execute_command("VSETATTR", self.key(scope), element(bead_id, chunk, held.sentences), described)
+        for name in held.names(bead_id):
+            pipe.execute_command("VSETATTR", self.key(scope), name, described)
         done = await self._execute(pipe)
         return bool(done[0])
 
@@ -242,8 +246,8 @@ class VectorStore:
         self._note_write()
         (held,) = await self._stored([(bead_id, scope)])
         pipe = self.redis.pipeline(transaction=False)
-        for chunk in range(max(held.count, 1)):
-            pipe.execute_command("VREM", self.key(scope), element(bead_id, chunk, held.sentences))
+        for name in held.names(bead_id) or [bead_id]:
+            pipe.execute_command("VREM", self.key(scope), name)
         await self._execute(pipe)
 
     async def _stored(self, beads: list[tuple[str, str]]) -> list[_Stored]:
