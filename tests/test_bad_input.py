@@ -24,6 +24,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from recall_client import RecallClient
 from recall_hub.context import HubContext
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.service.endpoints import ERROR_STATUS
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import (
@@ -97,7 +98,9 @@ NODE_KEY = "coalesce(n.bead_id, n.ai_id, n.group_id, n.session_id, n.handoff_id,
 async def graph_state(hub: HubContext) -> list[str]:
     """Every node and edge of the graph with all its properties, canonically ordered. Nodes are
     named by their own id (bead_id, ai_id, …), so a row mentions every bead it touches. Read times noted
-    by earlier reads are written first, so none lands between two snapshots."""
+    by earlier reads are written first, and the creates' after-commit work handed off before is done (as a read
+    through the bus would wait for), so none lands between two snapshots."""
+    await handed_off_work_done(hub)
     await hub.accessed.flush()
     nodes = await hub.graph.ro_query(f"MATCH (n) RETURN {NODE_KEY}, labels(n), properties(n)")
     edges = await hub.graph.ro_query(f"MATCH (n)-[r]->(b) RETURN {NODE_KEY}, type(r), properties(r), b")

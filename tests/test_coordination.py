@@ -11,6 +11,7 @@ import uuid
 import pytest
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
 from recall_hub.tooling.stack import EmbeddedStack
@@ -132,6 +133,7 @@ async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
     session = new_id("s")
     first = await agent.create_bead("fine", session_id=session)
     broken = await agent.create_bead("broken", session_id=session)
+    await handed_off_work_done(hub)  # its vector made (RECALL_CREATE_SETTLE=background: after the reply), then undone
     await hub.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.group_id = 'g_doesnotexist', b.vec_model = NULL",
                           {"id": broken.bead_id})
     report = await agent.check_session(session)

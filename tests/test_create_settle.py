@@ -1,11 +1,12 @@
 """``RECALL_CREATE_SETTLE=background``: a create replies once it is committed and logged, its vector follows,
-and a read that must see the caller's writes waits for their vectors — whichever hub took the create."""
+and every read that starts after the reply waits for that work — whoever reads, whichever hub took the create."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Sequence
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.search import search_beads
-from recall_schemas import CreateBead, SearchBeads, SearchMode
+from recall_schemas import CreateBead, SearchBeads, SearchMode, Visibility
 
 from tests.conftest import new_ai, until
 
@@ -58,35 +59,37 @@ async def found_by_meaning(ctx: HubContext, caller: str, title: str) -> list[str
     return [hit.bead.bead_id for hit in result.hits]
 
 
-async def test_a_create_replies_before_its_vector_and_its_writer_finds_it_by_meaning_through_another_hub(
+async def test_a_create_replies_before_its_vector_and_another_reader_at_another_hub_finds_it_by_meaning(
     two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
 ) -> None:
     first, second, gated = two_hubs
-    writer, title = new_ai(), f"settled later {secrets.token_hex(4)}"
-    bead = await create_bead(first, writer, CreateBead(title=title, content="its vector follows the reply"))
-    position = first.index_log.last_appended
+    writer, reader, title = new_ai(), new_ai(), f"settled later {secrets.token_hex(4)}"
+    bead = await create_bead(
+        first, writer, CreateBead(title=title, content="its vector follows the reply", visibility=Visibility.GLOBAL)
+    )
     assert first.background.pending == 1  # replied with the work still to do
-    assert bead.bead_id not in await found_by_meaning(second, writer, title)  # no vector yet, and no demand
+    assert bead.bead_id not in await found_by_meaning(second, reader, title)  # no vector yet, and no wait
 
     asked = 0
-    unsettled = second.outbox.system_unsettled
+    before = second.outbox.handed_off_before
 
-    async def counted(until_ms: int) -> int:
+    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
         nonlocal asked
         asked += 1
-        return await unsettled(until_ms)
+        return await before(until_ms)
 
-    second.outbox.system_unsettled = counted  # type: ignore[method-assign]
+    second.outbox.handed_off_before = counted  # type: ignore[method-assign]
 
-    async def read_your_write() -> list[str]:
-        await handed_off_work_done(second, position)
-        return await found_by_meaning(second, writer, title)
+    async def read_after_the_reply() -> list[str]:
+        await handed_off_work_done(second)
+        return await found_by_meaning(second, reader, title)
 
-    reading = asyncio.create_task(read_your_write())
-    await until("the other hub waiting on the first one's create", lambda: asked > 0)
+    reading = asyncio.create_task(read_after_the_reply())
+    await until("the other hub waiting on the first one's create", lambda: asked > 1)
     assert not reading.done()
     gated.gate.set()
     assert bead.bead_id in await reading
+    assert await second.outbox.handed_off_before() == (ANY, [])  # the mark is gone with the work
 
 
 async def test_a_create_whose_work_failed_once_is_not_waited_for(
@@ -99,9 +102,23 @@ async def test_a_create_whose_work_failed_once_is_not_waited_for(
     gated.fail = True
     gated.gate.set()
     bead = await create_bead(first, writer, CreateBead(title=title, content="written while the model fails"))
-    position = first.index_log.last_appended
     await first.background.wait_for_earlier()
     pending = await second.outbox.system_pending(bead.bead_id)
     assert [(e.kind, e.attempts) for e in pending] == [("created", 1)]
     async with asyncio.timeout(5):  # the hubs' wait is 30 s: answering at once is the test
-        await handed_off_work_done(second, position)
+        await handed_off_work_done(second)
+
+
+async def test_a_mark_left_by_a_hub_that_died_is_not_waited_for(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """A hub that dies after its create's work was done, but before clearing its mark (or while Redis was away),
+    leaves a mark naming no work: a read drops it instead of waiting."""
+    first, second, gated = two_hubs
+    gated.gate.set()
+    bead = await create_bead(first, new_ai(), CreateBead(title="settled", content="its work done"))
+    await first.background.wait_for_earlier()
+    await second.outbox.mark_handed_off(bead.bead_id)  # as if never cleared
+    async with asyncio.timeout(5):  # the hubs' wait is 30 s
+        await handed_off_work_done(second)
+    assert await second.outbox.handed_off_before() == (ANY, [])

@@ -14,6 +14,7 @@ from recall_hub.context import HubContext
 from recall_hub.embedders.early import EarlyVectors
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.vectors import scope_of
 from recall_schemas import CreateBead, NotFound, Visibility
 
@@ -61,6 +62,7 @@ async def test_a_create_embeds_its_text_once_starting_before_its_commit(
     text = f"embed:{title}\nwhile the write commits"
     assert events.count(text) == 1
     assert events.index(text) < events.index("committed")
+    await handed_off_work_done(ctx)  # what a read through the bus waits for under RECALL_CREATE_SETTLE=background
     stored = await ctx.vectors.vector(bead.bead_id, scope_of({"visibility": "private", "created_by": writer}))
     expected = (await HashEmbedder().embed([f"{title}\nwhile the write commits"]))[0]
     assert stored is not None

@@ -17,6 +17,7 @@ from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError, HashEmbedder
 from recall_hub.ops import after_commit
 from recall_hub.ops.beads import create_bead, delete_bead, update_bead
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.vectors import scope_of
 from recall_schemas import Conflict, CreateBead, DeleteBead, UpdateBead, new_id
 from recall_schemas.requests import BeadUpdates
@@ -196,6 +197,7 @@ async def test_work_after_a_failed_step_is_finished_by_the_sweep(isolated):
     embedder.down = True
     second = await create_bead(ctx, owner, CreateBead(title="second step", visibility="global", session_id=session))
     assert second.bead_id  # acknowledged although its follow-up work failed ...
+    await handed_off_work_done(ctx)  # (RECALL_CREATE_SETTLE=background: the work follows the reply)
     assert await ctx.outbox.system_depth() == 1  # ... which is kept, not lost
     assert await ctx.beads.system_get(second.bead_id) is not None
     assert await after_commit.sweep(ctx) == 0  # still down: kept for a retry
@@ -263,6 +265,7 @@ async def test_two_graph_names_share_nothing_through_redis(settings: HubSettings
     try:
         await learn(one, ai, Learn(key="deploy", value="blue-green"))
         bead = await create_bead(one, ai, CreateBead(title="only in the first hub", visibility="global"))
+        await handed_off_work_done(one)
         with pytest.raises(NotFound):
             await recall(two, ai, Recall(key="deploy"))
         assert [c.bead_id for c in (await changes_since(one, ai, ChangesSince(scope="global"))).changes] == [

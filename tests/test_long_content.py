@@ -14,6 +14,7 @@ import numpy as np
 from conftest import World
 from recall_hub.context import HubContext
 from recall_hub.retrieval.embedding import MAX_CHUNKS, bead_chunks
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.vectors import CHUNK_DISCOUNT, SENTENCE_DISCOUNT, bead_of, element, nearest_beads
 from recall_schemas import Visibility
 
@@ -30,7 +31,9 @@ def long_text() -> str:
 
 
 async def chunk_names(hub: HubContext, bead_id: str, scope: str) -> list[str]:
-    """The names of the bead's vectors present in ``scope``'s set: its whole text, windows, sentences."""
+    """The names of the bead's vectors present in ``scope``'s set: its whole text, windows, sentences (once the
+    creates handed off before have their vectors, as a read through the bus would wait for)."""
+    await handed_off_work_done(hub)
     key = hub.vectors.key(scope)
     present = []
     for sentences in (False, True):

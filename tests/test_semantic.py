@@ -8,6 +8,7 @@ import pytest
 from recall_hub.context import HubContext
 from recall_hub.embedders import HashEmbedder
 from recall_hub.ops.indexing import index_beads, reindex, repair
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.ranking import KEYWORD_MIN_SPREAD, PRIOR_FACTOR, fuse, prior
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import now_ms
@@ -336,6 +337,7 @@ async def test_a_bead_whose_vector_write_failed_is_repaired(connect, hub: HubCon
     me = await connect()
     bead = await me.create_bead("Repair me", "a bead whose vector went missing", visibility="private")
     props = {"bead_id": bead.bead_id, "visibility": "private", "created_by": me.ai_id}
+    await handed_off_work_done(hub)  # the create's own work done (RECALL_CREATE_SETTLE=background), then undone
     await hub.vectors.remove(bead.bead_id, scope_of(props))
     await hub.graph.query("MATCH (b:Bead {bead_id: $id}) SET b.vec_model = NULL", {"id": bead.bead_id})
     assert bead.bead_id not in [h.bead.bead_id for h in (await me.search_beads("repair me", mode="vector")).hits]

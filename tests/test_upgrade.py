@@ -14,6 +14,7 @@ from recall_hub.embedders import HashEmbedder
 from recall_hub.ops.beads import create_bead
 from recall_hub.ops.changes import changes_since
 from recall_hub.ops.kv import learn, recall
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.keys import LEGACY_APPLIED_EVENTS, Keys
 from recall_hub.store.upgrade import legacy_keys_present
 from recall_schemas import CreateBead, NotFound, new_id
@@ -54,6 +55,7 @@ async def test_upgrade_moves_a_first_release_store_under_its_graph(old_store: Hu
     bead = await create_bead(ctx, owner, CreateBead(title="the deploy key rotates monthly", visibility="global"))
     await learn(ctx, owner, Learn(key="editor", value="helix"))
     await ctx.audit.record(owner, "get_bead", True, "", [bead.bead_id])
+    await handed_off_work_done(ctx)  # its vector and feed entry (RECALL_CREATE_SETTLE=background: after the reply)
     before = await changes_since(ctx, owner, ChangesSince(scope="global"))
     # Lay the store out as the first release did: the same keys without the graph's name ...
     moved = 0

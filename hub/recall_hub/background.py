@@ -15,32 +15,26 @@ from collections.abc import Awaitable, Callable
 class BackgroundWork:
     def __init__(self, limit: int = 64) -> None:
         self._slots = asyncio.Semaphore(limit)
-        self._tasks: dict[int, tuple[int, asyncio.Task[None]]] = {}
-        self._next = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def try_hand_off(self, work: Callable[[], Awaitable[None]], at: int, name: str = "recall-background") -> bool:
-        """Start ``work`` in the background; False (nothing started) when every slot is taken. ``at``: when the
-        write it follows was committed (epoch ms), what :meth:`wait_for_earlier` is bounded by."""
+    def try_hand_off(self, work: Callable[[], Awaitable[None]], name: str = "recall-background") -> bool:
+        """Start ``work`` in the background; False (nothing started) when every slot is taken."""
         if self._slots.locked():
             return False
-        ticket = self._next
-        self._next += 1
 
         async def run() -> None:
             async with self._slots:
                 await work()
 
         task = asyncio.create_task(run(), name=name)
-        self._tasks[ticket] = (at, task)
-        task.add_done_callback(lambda _: self._tasks.pop(ticket, None))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return True
 
-    async def wait_for_earlier(self, until: int | None = None) -> None:
-        """Until every piece of work handed off before now (``until``: of writes recorded at or before then,
-        epoch ms) is done."""
-        earlier = [task for at, task in self._tasks.values() if until is None or at <= until]
-        if earlier:
-            await asyncio.wait(earlier)
+    async def wait_for_earlier(self) -> None:
+        """Until every piece of work handed off before now is done."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
 
     @property
     def pending(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
@@ -35,6 +36,9 @@ from recall_hub.store.relationships import RelationshipStore
 from recall_hub.store.replica import ReplicaRoute, replica_routes
 from recall_hub.store.sessions import SessionStore
 from recall_hub.store.vectors import BeadVectors, VectorStore
+
+CLOSE_WAIT_S = 10.0
+"""How long closing a context waits for work handed off after replies (``create_settle = background``)."""
 
 
 @dataclass
@@ -132,6 +136,10 @@ class HubContext:
         return ctx
 
     async def aclose(self) -> None:
+        # Handed-off work finishes first (a crash would leave it to the sweep; a clean stop need not).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CLOSE_WAIT_S):
+                await self.background.wait_for_earlier()
         await self.audit.settled()
         for replica in self.replicas:
             await replica.aclose()

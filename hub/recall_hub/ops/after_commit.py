@@ -192,6 +192,7 @@ async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> in
         try:
             if await settle(ctx, bead_id, wait_s=0.5):
                 settled += 1
+                await ctx.outbox.clear_handed_off(bead_id)  # a create handed off by a hub that died first
         except Exception as exc:
             log_failure(log, f"outbox sweep: {bead_id} left for the next pass", exc)
     return settled
@@ -199,12 +200,13 @@ async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> in
 
 async def sweep_forever(ctx: HubContext, interval_s: float, grace_ms: int) -> None:
     """Sweep at start (everything) and then every ``interval_s`` (entries older than ``grace_ms``,
-    so a request still settling its own write is left alone)."""
+    so a request still settling its own write is left alone); the marks of hand-offs whose hub died go too."""
     older = 0
     while True:
         try:
             while await sweep(ctx, older) > 0:
                 pass
+            await ctx.outbox.prune_handed_off()
         except Exception as exc:
             log_failure(log, "outbox sweep failed", exc)
         older = grace_ms

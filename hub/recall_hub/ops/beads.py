@@ -8,6 +8,7 @@ its after-commit work in the outbox; the hub then settles that work before reply
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -96,14 +97,18 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
     return bead_from_props(visible)
 
 
-async def _settle_in_background(ctx: HubContext, bead_id: str) -> None:
+async def _settle_in_background(ctx: HubContext, bead_id: str, marked: asyncio.Future[None]) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
-    a read that waits for it (``wait_for_earlier``) finds them on a replica."""
+    a read that waits for it (``wait_for_earlier``) finds them on a replica. Its mark is cleared when it ends
+    (done, or left to the sweep), never before the create made it."""
     try:
         async with request_scope(stale_reads=False):
             await settle_quietly(ctx, bead_id)
     finally:
         ctx.early_vectors.drop(bead_id)
+        with contextlib.suppress(Exception):
+            await marked
+            await ctx.outbox.clear_handed_off(bead_id)
 
 
 async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBead:
@@ -124,14 +129,19 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             raise NotFound(f"group {req.group_id} not found")
         stored, created = outcome
         bead_id = stored["bead_id"]
+        marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, bead_id), now_ms(), name=f"recall-settle-{bead_id}"
+            lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}"
         )
         if not handed_off:
             await settle_quietly(ctx, bead_id)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words.
-            await ctx.index_log.append(bead_id)
+            # The mark makes every read that starts after the reply, at any hub, wait for the rest of the work.
+            try:
+                await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
+            finally:
+                marked.set_result(None)
     finally:
         if not handed_off:  # a refused create, a replay, or a settle that took its vectors or did without
             ctx.early_vectors.drop(props["bead_id"])

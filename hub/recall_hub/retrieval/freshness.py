@@ -25,15 +25,13 @@ from typing import TYPE_CHECKING
 from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store.index_log import REBUILD
+from recall_hub.timeutil import now_ms
 
 if TYPE_CHECKING:
     from recall_hub.context import HubContext
 
 log = logging.getLogger(__name__)
 
-CLOCK_SLACK_MS = 100
-"""A position's time is the index log's (Redis's clock), a create's the hub's: creates recorded up to this much
-after a position count as before it, so that a hub's clock a little ahead does not hide one."""
 UNAPPLIED_MAX = 256
 """Beyond this many log entries between the index and a caller's position, screening reads every
 candidate from the graph instead of naming the changed ones."""
@@ -84,30 +82,42 @@ async def keyword_index_caught_up(ctx: HubContext) -> None:
                     after, type(exc).__name__, exc, ctx.keywords.applied)
 
 
-async def handed_off_work_done(ctx: HubContext, position: str | None) -> None:
-    """With ``create_settle = background``: wait, within ``index_wait_s``, until the creates up to the caller's
-    ``position`` have their after-commit work done (vector, links, feed entry), whichever hub took them — this
-    hub's own hand-offs as they finish, other hubs' by their outbox entries, asked again at growing intervals
-    (2 to 50 ms). The documents' embedder works first come, first served, so waiting for every create up to
-    the position costs hardly more than waiting for the caller's own. For the operations of
-    :data:`~recall_hub.retrieval.search.SETTLED_READERS`."""
-    if not position or ctx.settings.create_settle != "background":
+async def handed_off_work_done(ctx: HubContext, deadline: int | None = None) -> None:
+    """With ``create_settle = background``: wait, within ``index_wait_s``, until every create whose reply came
+    before this read has its after-commit work done (vector, links, feed entry), whichever hub took it — this
+    hub's own hand-offs as they finish, every hub's by the marks they leave in Redis until the work is done
+    (on Redis's clock: no clock of a hub matters), asked again at growing intervals (2 to 50 ms). A mark whose
+    work is no longer on its first try (done, or failed and left to the sweep's retries) is dropped. So after a
+    create's reply every reader finds the bead as it would after an inline create. The documents' embedder
+    works first come, first served, so waiting for every earlier create costs hardly more than waiting for
+    one. For the operations of :data:`~recall_hub.retrieval.search.SETTLED_READERS`. With the caller's
+    ``deadline`` (epoch ms) it waits at most half the time left, so the read still answers in time."""
+    if ctx.settings.create_settle != "background":
         return
-    position = position[:64]
-    until = seq_key(position)[0] + CLOCK_SLACK_MS
+    until: int | None = None
+    budget = ctx.settings.index_wait_s
+    if deadline is not None:
+        budget = min(budget, max(0.0, (deadline - now_ms()) / 2000))
     try:
-        async with asyncio.timeout(ctx.settings.index_wait_s):
-            await ctx.background.wait_for_earlier(until)
+        async with asyncio.timeout(budget):
+            await ctx.background.wait_for_earlier()
+            until, marked = await ctx.outbox.handed_off_before()
             pause = 0.002
-            while await ctx.outbox.system_unsettled(until):
+            while marked:
+                working = await ctx.outbox.system_first_tries(marked)
+                if stale := set(marked) - working:
+                    await ctx.outbox.clear_handed_off(*stale)
+                if not working:
+                    break
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
+                _, marked = await ctx.outbox.handed_off_before(until)
     except TimeoutError:
-        log.warning("creates up to %s still without their vectors after %.1f s; answering meanwhile",
-                    position, ctx.settings.index_wait_s)
-    except Exception as exc:  # the graph away: the wait is for freshness only, the read says what it can
-        log.warning("cannot tell whether the creates up to %s have their vectors (%s: %s); answering meanwhile",
-                    position, type(exc).__name__, exc)
+        log.warning("creates up to %s ms still without their vectors after %.1f s; answering meanwhile",
+                    until, budget)
+    except Exception as exc:  # Redis away: the wait is for freshness only, the read says what it can
+        log.warning("cannot tell whether earlier creates have their vectors (%s: %s); answering meanwhile",
+                    type(exc).__name__, exc)
 
 
 async def written_since_index(ctx: HubContext) -> set[str] | None:

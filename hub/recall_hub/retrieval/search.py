@@ -61,9 +61,13 @@ from recall_hub.tokens import count_tokens
 KEYWORD_READERS = frozenset({"search_beads", "context", "why", "unified_recall", "recall_where"})
 """Operations that read the keyword index: a request may ask them to see its caller's writes
 (:mod:`~recall_hub.retrieval.freshness`)."""
-SETTLED_READERS = KEYWORD_READERS | {"find_similar", "get_relationships", "get_edges", "traverse_graph"}
-"""Operations that read what a create's after-commit work makes (vectors, links): with ``create_settle =
-background``, a request of theirs carrying its caller's position waits for that work
+SETTLED_READERS = KEYWORD_READERS | {
+    "find_similar", "get_relationships", "get_edges", "traverse_graph", "changes_since", "deduplicate_beads",
+    "check_session", "get_history", "handoff_brief",
+}
+"""Operations that read what a create's after-commit work makes (vectors, links, change-feed entries, the
+vector marks an integrity check reads): with ``create_settle = background``, a request of theirs waits for
+the work of every create replied to before it arrived
 (:func:`~recall_hub.retrieval.freshness.handed_off_work_done`)."""
 CANDIDATES = 50
 """How deep each list (keyword, vector) is read before fusion (``limit`` if more are asked). 100 gave the

@@ -321,7 +321,7 @@ class HubService:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
                         if op in SETTLED_READERS:
-                            await handed_off_work_done(self.ctx, after)
+                            await handed_off_work_done(self.ctx, deadline)
                         with reading_after(after if op in KEYWORD_READERS else None):
                             body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:

@@ -71,6 +71,10 @@ class Keys:
     def index_log(self) -> str:
         return f"{self.root}:index:log"
 
+    def handed_off(self) -> str:
+        """The creates whose after-commit work was handed off and is not done yet, by when (store/outbox.py)."""
+        return f"{self.root}:outbox:handed_off"
+
     def membership_version(self) -> str:
         return f"{self.root}:membership:version"
 

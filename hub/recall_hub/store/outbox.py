@@ -66,6 +66,22 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     )
 
 
+_MARK_HANDED_OFF = """
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
+"""
+_HANDED_OFF_BEFORE = """
+local upto = tonumber(ARGV[1])
+if upto < 0 then
+  local t = redis.call('TIME')
+  upto = t[1] * 1000 + math.floor(t[2] / 1000)
+end
+return {upto, redis.call('ZRANGEBYSCORE', KEYS[1], upto - tonumber(ARGV[2]), upto)}
+"""
+HANDED_OFF_HORIZON_MS = 60_000
+"""A hand-off mark older than this is not waited for (its hub died before clearing it) and is pruned."""
+
+
 def record_params() -> dict[str, Any]:
     return {"ob_at": now_ms(), "ob_id": uuid.uuid4().hex}
 
@@ -136,15 +152,6 @@ class OutboxStore:
         )
         return [row[0] for row in rows]
 
-    async def system_unsettled(self, until: int) -> int:
-        """Creates recorded at or before ``until`` (epoch ms) whose after-commit work is handed off and not
-        done yet (first attempts only: work that failed once is retried by the sweep, in its own time)."""
-        rows = await self.graph.ro_query(
-            "MATCH (o:Outbox) WHERE o.kind = 'created' AND o.attempts = 0 AND o.at <= $until RETURN count(o)",
-            {"until": until},
-        )
-        return int(rows[0][0]) if rows else 0
-
     async def system_depth(self) -> int:
         rows = await self.graph.ro_query("MATCH (o:Outbox) RETURN count(o)")
         return int(rows[0][0]) if rows else 0
@@ -165,6 +172,39 @@ class OutboxStore:
             "o.error = $error, o.retry_at = $retry_at",
             {"id": entry_id, "error": error[:500], "retry_at": retry_at},
         )
+
+    # --- creates whose work follows the reply (create_settle = background) ---------------------------------
+    # Marked on Redis's clock before the reply, cleared when the work is done: a read that starts after a
+    # create's reply, at any hub, finds the mark and waits for the work (retrieval/freshness.py).
+
+    async def mark_handed_off(self, bead_id: str) -> None:
+        await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), bead_id)
+
+    async def clear_handed_off(self, *bead_ids: str) -> None:
+        await self.redis.zrem(self.keys.handed_off(), *bead_ids)
+
+    async def handed_off_before(self, until: int | None = None) -> tuple[int, list[str]]:
+        """``(until, beads)``: the creates marked at or before ``until`` (epoch ms on Redis's clock; None: Redis's
+        now) whose marks are still there, of the last :data:`HANDED_OFF_HORIZON_MS`."""
+        reply = await self.redis.eval(
+            _HANDED_OFF_BEFORE, 1, self.keys.handed_off(), -1 if until is None else until, HANDED_OFF_HORIZON_MS
+        )
+        return int(reply[0]), [b.decode() if isinstance(b, bytes) else str(b) for b in reply[1]]
+
+    async def system_first_tries(self, bead_ids: list[str]) -> set[str]:
+        """Those of ``bead_ids`` whose create's work is on its first try (a hand-off's mark that outlived its work
+        — the work done or failed while Redis was away, its hub dead — names none)."""
+        rows = await self.graph.ro_query(
+            "UNWIND $ids AS id MATCH (o:Outbox {bead_id: id}) WHERE o.kind = 'created' AND o.attempts = 0 "
+            "RETURN DISTINCT o.bead_id",
+            {"ids": bead_ids},
+        )
+        return {str(row[0]) for row in rows}
+
+    async def prune_handed_off(self) -> None:
+        """Drop the marks of work whose hub died before clearing them (the sweep does that work)."""
+        until, _ = await self.handed_off_before()
+        await self.redis.zremrangebyscore(self.keys.handed_off(), "-inf", until - HANDED_OFF_HORIZON_MS)
 
     @contextlib.asynccontextmanager
     async def bead_locks(self, bead_ids: list[str]) -> AsyncIterator[list[str]]:
