@@ -135,11 +135,15 @@ class HubContext:
             replica.start()
         return ctx
 
-    async def aclose(self) -> None:
-        # Handed-off work finishes first (a crash would leave it to the sweep; a clean stop need not).
+    async def finish_handed_off(self) -> None:
+        """Let the work handed off after replies finish, within :data:`CLOSE_WAIT_S` (a crash would leave it to
+        the sweep; a clean stop need not): before the connections it uses close."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLOSE_WAIT_S):
                 await self.background.wait_for_earlier()
+
+    async def aclose(self) -> None:
+        await self.finish_handed_off()
         await self.audit.settled()
         for replica in self.replicas:
             await replica.aclose()

@@ -144,6 +144,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
             log.warning("background tasks still running at shutdown: %s", [t.get_name() for t in stuck])
         await consumer.stop()
         await service.stop()
+        await ctx.finish_handed_off()  # its notifications still go out
         with contextlib.suppress(Exception):  # the graph may be down; a few read times are all it loses
             await ctx.accessed.flush()
         if status is not None:
