@@ -139,11 +139,13 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
     # before its vector, so a failing embedder delays nothing but the vector.
     await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
-    vector = None
-    if entry.kind != "attributes" or props is not None:
-        vector = await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "created" and props is not None:
-        await _link_related(ctx, props, vector)
+        # The new bead's neighbours are looked up while its vectors are being stored.
+        related = _Related(ctx, props)
+        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=related.find)
+        await related.link()
+    elif entry.kind != "attributes" or props is not None:
+        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
     await _log_changes(ctx, entry, props)
@@ -163,26 +165,34 @@ async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any
             await ctx.feed.fan_out(change)
 
 
-async def _link_related(ctx: HubContext, props: dict[str, Any], vector: np.ndarray | None) -> None:
-    """RELATED_TO the nearest beads of the same scope (a link never reveals a bead to someone who could not
+class _Related:
+    """RELATED_TO the nearest beads of a new bead's scope (a link never reveals a bead to someone who could not
     see it); the FOLLOWS_FROM link to the session's previous bead is made first, in :func:`_work`."""
-    settings = ctx.settings
-    bead_id = str(props["bead_id"])
-    if not settings.auto_related or settings.related_max == 0:
-        return
-    scope = scope_of(props)
-    if vector is None:
-        vector = await ctx.vectors.vector(bead_id, scope)
-    if vector is None:
-        return
-    hits = await ctx.vectors.search([scope], vector, settings.related_max + 1)
-    similar = [
-        {"id": h.bead_id, "sim": round(h.similarity, 4)}
-        for h in hits
-        if h.bead_id != bead_id and h.similarity >= settings.related_threshold
-    ][: settings.related_max]
-    if similar:
-        await ctx.beads.system_link_related(bead_id, similar, AUTO_LINK_NOTE)
+
+    def __init__(self, ctx: HubContext, props: dict[str, Any]) -> None:
+        self.ctx, self.bead_id, self.scope = ctx, str(props["bead_id"]), scope_of(props)
+        self.found: list[dict[str, Any]] | None = None
+        settings = ctx.settings
+        self.wanted = settings.auto_related and settings.related_max > 0
+
+    async def find(self, vector: np.ndarray) -> None:
+        if not self.wanted:
+            return
+        settings = self.ctx.settings
+        hits = await self.ctx.vectors.search([self.scope], vector, settings.related_max + 1)
+        self.found = [
+            {"id": h.bead_id, "sim": round(h.similarity, 4)}
+            for h in hits
+            if h.bead_id != self.bead_id and h.similarity >= settings.related_threshold
+        ][: settings.related_max]
+
+    async def link(self) -> None:
+        if self.wanted and self.found is None:  # not re-embedded here: found by its stored vector
+            vector = await self.ctx.vectors.vector(self.bead_id, self.scope)
+            if vector is not None:
+                await self.find(vector)
+        if self.found:
+            await self.ctx.beads.system_link_related(self.bead_id, self.found, AUTO_LINK_NOTE)
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:

@@ -8,8 +8,9 @@ vector of the current model (start-up), :func:`reindex` re-embeds everything for
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,12 +29,18 @@ def attributes(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def sync_bead_vector(
-    ctx: HubContext, bead_id: str, props: Mapping[str, Any] | None, old_scopes: Iterable[str | None], reembed: bool
+    ctx: HubContext,
+    bead_id: str,
+    props: Mapping[str, Any] | None,
+    old_scopes: Iterable[str | None],
+    reembed: bool,
+    alongside: Callable[[np.ndarray], Awaitable[None]] | None = None,
 ) -> np.ndarray | None:
     """Make the vector sets hold exactly the bead's vectors (one per chunk of its text), in the scope it has now.
 
     ``props`` is the bead as stored now (None: deleted); ``old_scopes`` every scope a vector of it
-    may still sit in. Returns the vector of its whole text when it was (re-)embedded. Raises on failure,
+    may still sit in. Returns the vector of its whole text when it was (re-)embedded; ``alongside`` runs with
+    that vector while it is being stored (its own round trips overlap the store's). Raises on failure,
     so the caller can retry; every step is idempotent.
     """
     stale = {s for s in old_scopes if s}
@@ -50,8 +57,9 @@ async def sync_bead_vector(
     vector = None
     if reembed or not current or not await ctx.vectors.set_attributes(bead_id, target, attributes(props)):
         (vectors,) = await embed_beads(ctx, [props])
-        await ctx.vectors.add(bead_id, target, vectors, attributes(props))
         vector = vectors.rows[0]
+        storing = ctx.vectors.add(bead_id, target, vectors, attributes(props))
+        await (asyncio.gather(storing, alongside(vector)) if alongside is not None else storing)
     for scope in stale:
         await ctx.vectors.remove(bead_id, scope)
     if not current:
