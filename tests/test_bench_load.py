@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from recall_hub.bench.load import MIX, LoadConfig, LoadLevel, LoadReport, render_load, run_load
 
 
-async def test_a_small_team_works_closed_and_open_loop_without_errors() -> None:
-    report = await run_load(LoadConfig(agents=(3,), hubs=(1,), seconds=2.0, rate=30.0, embedder="hash"))
+@pytest.mark.parametrize("create_settle", ["inline", "background"])
+async def test_a_small_team_works_closed_and_open_loop_without_errors(create_settle: str) -> None:
+    report = await run_load(
+        LoadConfig(agents=(3,), hubs=(1,), seconds=2.0, rate=30.0, embedder="hash", create_settle=create_settle)
+    )
     assert [(lv.loop, lv.agents) for lv in report.levels] == [("quiet", 1), ("closed", 3), ("open", 3)]
     for level in report.levels:
         assert level.errors == 0, level.error_codes

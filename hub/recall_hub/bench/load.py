@@ -68,6 +68,8 @@ class LoadConfig:
     rate: float = 400.0
     """Open-loop requests/s (0: no open-loop levels)."""
     embedder: str = "local"
+    create_settle: str = "inline"
+    """The hubs' ``RECALL_CREATE_SETTLE``."""
     seed: int = 7
     timeout: float = 10.0
     """The agents' per-request timeout."""
@@ -179,11 +181,11 @@ def _bead(rng: random.Random, agent: _Agent, words: Callable[[random.Random, int
 async def run_load(config: LoadConfig, progress: Callable[[str], None] = lambda line: None) -> LoadReport:
     report = LoadReport(config, setup=(
         f"embedded stack (nats-server, redis-server 8 + FalkorDB from their wheels, loopback); hubs in processes of "
-        f"their own, embedder {config.embedder}; agents in one process, one connection each; {SEED_PER_AGENT} seed "
-        f"beads per agent"))
+        f"their own, embedder {config.embedder}, creates settled {config.create_settle}; agents in one process, one "
+        f"connection each; {SEED_PER_AGENT} seed beads per agent"))
     for hubs in config.hubs:
         with tempfile.TemporaryDirectory(prefix="recall-load-") as tmp:
-            env = {"RECALL_EMBEDDER__KIND": config.embedder}
+            env = {"RECALL_EMBEDDER__KIND": config.embedder, "RECALL_CREATE_SETTLE": config.create_settle}
             with EmbeddedStack(Path(tmp), hubs=hubs, hub_env=env) as stack:
                 team = await _team(config, stack.nats_url, max(config.agents), progress)
                 try:

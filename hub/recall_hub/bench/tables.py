@@ -63,8 +63,9 @@ def _setup(record: Record) -> str:
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
     if record.suite == "load":
         c = figures.get("config", {})
+        settle = c.get("create_settle", "inline")
         return (f"agents {c.get('agents')}, hubs {c.get('hubs')}, {c.get('seconds')} s, rate {c.get('rate')}, "
-                f"embedder {c.get('embedder')}")
+                f"embedder {c.get('embedder')}" + (f", create settle {settle}" if settle != "inline" else ""))
     return f"{figures.get('questions')} questions"
 
 

@@ -319,7 +319,7 @@ async def _bench(args: argparse.Namespace) -> int:
 
         load = await run_load(
             LoadConfig(agents=_ints(args.agents), hubs=_ints(args.hubs), seconds=args.seconds, rate=args.rate,
-                       embedder=args.embedder or "local"),
+                       embedder=args.embedder or "local", create_settle=args.create_settle),
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(render_load(load))
@@ -743,7 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     bench.add_argument("--create-settle", choices=("inline", "background"), default="inline",
-                       help="the in-process hub's RECALL_CREATE_SETTLE")
+                       help="the hubs' RECALL_CREATE_SETTLE (bus: the in-process hub; load: the hub processes)")
     _results_file_options(bench)
     bench.set_defaults(run=_bench)
 
