@@ -140,10 +140,10 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
     await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     if entry.kind == "created" and props is not None:
-        # The new bead's neighbours are looked up while its vectors are being stored.
+        # The new bead's neighbours are looked up and linked while its vectors are being stored.
         related = _Related(ctx, props)
-        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=related.find)
-        await related.link()
+        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=related.link)
+        await related.link_if_not_yet()
     elif entry.kind != "attributes" or props is not None:
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
@@ -158,11 +158,7 @@ async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any
             action = "forgotten"  # gone like a deletion, and its earlier entries lose their content (ops/forget.py)
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
         snapshot = props if props is not None and feed_scope(props) == scope else None
-        change = await ctx.feed.append_once(
-            entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot
-        )
-        if change is not None:
-            await ctx.feed.fan_out(change)
+        await ctx.feed.log_once(entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot)
 
 
 class _Related:
@@ -171,28 +167,31 @@ class _Related:
 
     def __init__(self, ctx: HubContext, props: dict[str, Any]) -> None:
         self.ctx, self.bead_id, self.scope = ctx, str(props["bead_id"]), scope_of(props)
-        self.found: list[dict[str, Any]] | None = None
         settings = ctx.settings
         self.wanted = settings.auto_related and settings.related_max > 0
+        self.linked = False
 
-    async def find(self, vector: np.ndarray) -> None:
+    async def link(self, vector: np.ndarray) -> None:
         if not self.wanted:
             return
         settings = self.ctx.settings
         hits = await self.ctx.vectors.search([self.scope], vector, settings.related_max + 1)
-        self.found = [
+        similar = [
             {"id": h.bead_id, "sim": round(h.similarity, 4)}
             for h in hits
             if h.bead_id != self.bead_id and h.similarity >= settings.related_threshold
         ][: settings.related_max]
+        if similar:
+            await self.ctx.beads.system_link_related(self.bead_id, similar, AUTO_LINK_NOTE)
+        self.linked = True
 
-    async def link(self) -> None:
-        if self.wanted and self.found is None:  # not re-embedded here: found by its stored vector
-            vector = await self.ctx.vectors.vector(self.bead_id, self.scope)
-            if vector is not None:
-                await self.find(vector)
-        if self.found:
-            await self.ctx.beads.system_link_related(self.bead_id, self.found, AUTO_LINK_NOTE)
+    async def link_if_not_yet(self) -> None:
+        """When the bead was not re-embedded here: linked by its stored vector."""
+        if self.linked or not self.wanted:
+            return
+        vector = await self.ctx.vectors.vector(self.bead_id, self.scope)
+        if vector is not None:
+            await self.link(vector)
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:

@@ -11,6 +11,7 @@ missing one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -97,11 +98,21 @@ class ChangeFeed:
             )
         return [row[0] for row in rows]
 
-    async def fan_out(self, change: Change) -> None:
+    async def log_once(
+        self, entry_id: str, scope: str, action: ChangeAction, bead_id: str, by: str, at_ms: int,
+        props: Mapping[str, Any] | None,
+    ) -> None:
+        """:meth:`append_once`, then (when it logged the change) tell the scope's members, read meanwhile."""
         if self.notifier is None:
+            await self.append_once(entry_id, scope, action, bead_id, by, at_ms, props)
+            return
+        change, members = await asyncio.gather(
+            self.append_once(entry_id, scope, action, bead_id, by, at_ms, props), self.system_members(scope)
+        )
+        if change is None:
             return
         body = Notification(kind="change", change=change).model_dump_json().encode()
-        for ai_id in await self.system_members(change.scope):
+        for ai_id in members:
             await self.notify_raw(ai_id, body)
 
     async def notify(self, ai_id: str, notification: Notification) -> None:
