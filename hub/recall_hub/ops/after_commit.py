@@ -131,10 +131,16 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
         await _log_changes(ctx, entry, beads.get(entry.bead_id))
 
 
+async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
+    """A new bead FOLLOWS_FROM its session's previous one (idempotent), unless auto-links are off."""
+    if ctx.settings.auto_follows and props.get("session_id"):
+        await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), AUTO_LINK_NOTE)
+
+
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
     props = await ctx.beads.system_get(entry.bead_id)
-    if entry.kind == "created" and props is not None and ctx.settings.auto_follows and props.get("session_id"):
-        await ctx.beads.system_link_session_predecessor(entry.bead_id, str(props["session_id"]), AUTO_LINK_NOTE)
+    if entry.kind == "created" and props is not None:
+        await follow_session(ctx, props)
     # Every hub's keyword index re-reads the bead — after its session link, whose words it holds too, and
     # before its vector, so a failing embedder delays nothing but the vector.
     await ctx.index_log.append(entry.bead_id)

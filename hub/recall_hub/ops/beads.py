@@ -36,7 +36,7 @@ from recall_schemas import (
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import settle_created, settle_quietly
+from recall_hub.ops.after_commit import follow_session, settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
 from recall_hub.retrieval.embedding import embed_early
@@ -136,9 +136,11 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         if not handed_off:
             await settle_quietly(ctx, bead_id)
         else:
-            # The keyword index follows the log: logged now, a search right after finds the bead by its words.
+            # The keyword index follows the log: logged now, a search right after finds the bead by its words —
+            # and by the words of the bead it follows, linked first, as the handed-off work would have.
             # The mark makes every read that starts after the reply, at any hub, wait for the rest of the work.
             try:
+                await follow_session(ctx, stored)
                 await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
             finally:
                 marked.set_result(None)
