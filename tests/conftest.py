@@ -68,6 +68,16 @@ async def _no_connection_left_open() -> AsyncIterator[None]:
     for client in left:
         with contextlib.suppress(Exception):
             await client.close()
+    # A reconnect task whose cancellation raced a connect attempt may swallow it and retry a stopped server
+    # forever; the loop's close would then wait on it (a whole run hung so once): cancelled until it ends.
+    reconnecting = {t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("_attempt_reconnect")}
+    for _ in range(100):
+        reconnecting = {t for t in reconnecting if not t.done()}
+        if not reconnecting:
+            break
+        for task in reconnecting:
+            task.cancel()
+        await asyncio.wait(reconnecting, timeout=0.05)
 
 
 @pytest.fixture(scope="session")
