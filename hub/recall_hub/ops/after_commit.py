@@ -146,10 +146,10 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
     await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     if entry.kind == "created" and props is not None:
-        # The new bead's neighbours are looked up and linked while its vectors are being stored.
-        related = _Related(ctx, props)
-        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=related.link)
-        await related.link_if_not_yet()
+        # A created bead is always embedded here; its neighbours are linked while its vectors are being stored.
+        await sync_bead_vector(
+            ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=lambda v: _link_related(ctx, props, v)
+        )
     elif entry.kind != "attributes" or props is not None:
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
@@ -167,37 +167,21 @@ async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any
         await ctx.feed.log_once(entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot)
 
 
-class _Related:
-    """RELATED_TO the nearest beads of a new bead's scope (a link never reveals a bead to someone who could not
-    see it); the FOLLOWS_FROM link to the session's previous bead is made first, in :func:`_work`."""
-
-    def __init__(self, ctx: HubContext, props: dict[str, Any]) -> None:
-        self.ctx, self.bead_id, self.scope = ctx, str(props["bead_id"]), scope_of(props)
-        settings = ctx.settings
-        self.wanted = settings.auto_related and settings.related_max > 0
-        self.linked = False
-
-    async def link(self, vector: np.ndarray) -> None:
-        if not self.wanted:
-            return
-        settings = self.ctx.settings
-        hits = await self.ctx.vectors.search([self.scope], vector, settings.related_max + 1)
-        similar = [
-            {"id": h.bead_id, "sim": round(h.similarity, 4)}
-            for h in hits
-            if h.bead_id != self.bead_id and h.similarity >= settings.related_threshold
-        ][: settings.related_max]
-        if similar:
-            await self.ctx.beads.system_link_related(self.bead_id, similar, AUTO_LINK_NOTE)
-        self.linked = True
-
-    async def link_if_not_yet(self) -> None:
-        """When the bead was not re-embedded here: linked by its stored vector."""
-        if self.linked or not self.wanted:
-            return
-        vector = await self.ctx.vectors.vector(self.bead_id, self.scope)
-        if vector is not None:
-            await self.link(vector)
+async def _link_related(ctx: HubContext, props: dict[str, Any], vector: np.ndarray) -> None:
+    """RELATED_TO the nearest beads of the same scope (a link never reveals a bead to someone who could not
+    see it); the FOLLOWS_FROM link to the session's previous bead is made first (:func:`follow_session`)."""
+    settings = ctx.settings
+    if not settings.auto_related or settings.related_max == 0:
+        return
+    bead_id = str(props["bead_id"])
+    hits = await ctx.vectors.search([scope_of(props)], vector, settings.related_max + 1)
+    similar = [
+        {"id": h.bead_id, "sim": round(h.similarity, 4)}
+        for h in hits
+        if h.bead_id != bead_id and h.similarity >= settings.related_threshold
+    ][: settings.related_max]
+    if similar:
+        await ctx.beads.system_link_related(bead_id, similar, AUTO_LINK_NOTE)
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:
