@@ -93,6 +93,7 @@ async def dump(url: str, work_dir: Path, out: Path, lme_questions: int | None) -
                     c["turn"] = dia in question.evidence
                     c["sess"] = dia != "?" and locomo._session(dia) in {locomo._session(e) for e in question.evidence}
                     c["group"] = dia.split(":")[0] if dia != "?" else "?"
+                    c["key"] = dia
                 sink.write(json.dumps({"set": "locomo", "key": f"{conv.key}/{a.question}", "category": a.category,
                                        "evidence": len(question.evidence), "session_hit": a.session_hit,
                                        "recall": a.recall, **rec}) + "\n")
@@ -106,6 +107,7 @@ async def dump(url: str, work_dir: Path, out: Path, lme_questions: int | None) -
                 c["turn"] = key in item.answer_turns
                 c["sess"] = key.split("#")[0] in item.answer_sessions
                 c["group"] = key.split("#")[0]
+                c["key"] = key
             sink.write(json.dumps({"set": "lme", "key": item.question_id, "category": item.question_type,
                                    "answer_sessions": list(item.answer_sessions),
                                    "answer_turns": len(item.answer_turns), "any1": a.recall_any(1),
