@@ -82,3 +82,39 @@ async def test_queries_do_not_wait_behind_documents() -> None:
     finally:
         await batching.aclose()
     assert kinds[:2] == ["documents", "queries"]
+
+
+async def test_an_embedder_that_reads_documents_in_parallel_gets_that_many_calls_in_flight() -> None:
+    """With two document runs (the local model's two lanes), a second single text does not wait for the
+    first one's call: both are with the model at once, and a third queues until one of them returns."""
+    in_flight: list[int] = []
+    both_started, release = asyncio.Event(), asyncio.Event()
+
+    class TwoRuns(Counting):
+        document_runs = 2
+        running = 0
+
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.running += 1
+            in_flight.append(self.running)
+            if self.running == 2:
+                both_started.set()
+            await release.wait()
+            self.running -= 1
+            return await super().embed(texts)
+
+    batching = BatchingEmbedder(TwoRuns(), max_batch=8)
+    try:
+        first = asyncio.ensure_future(batching.embed(["first note"]))
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(batching.embed(["second note"]))
+        await asyncio.wait_for(both_started.wait(), 5)
+        third = asyncio.ensure_future(batching.embed(["third note"]))
+        await asyncio.sleep(0)
+        assert max(in_flight) == 2 and not third.done()
+        release.set()
+        got = await asyncio.gather(first, second, third)
+    finally:
+        await batching.aclose()
+    assert np.allclose(np.vstack(got), await HashEmbedder(dim=64).embed(["first note", "second note", "third note"]))
+    assert max(in_flight) == 2

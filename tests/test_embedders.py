@@ -167,9 +167,9 @@ async def test_local_reads_only_what_it_keeps_of_a_long_text(local: LocalEmbedde
     count = 3 if shape == "short" else 40_000
     text = " ".join(pieces() for _ in range(count)) if shape != "no whitespace" else "y" * 250_000
     texts = [text, text[: len(text) // 3], text[:5000], text[:700]]
-    tokenizer = local._load(local._documents).tokenizer
+    tokenizer = local._load(local._documents[0]).tokenizer
     expected = [e.ids for e in tokenizer.encode_batch(texts)]
-    assert local._token_ids(local._load(local._documents), texts) == expected
+    assert local._token_ids(local._load(local._documents[0]), texts) == expected
     assert all(len(ids) <= local.max_tokens for ids in expected)
 
 
@@ -220,6 +220,25 @@ async def test_local_concurrent_calls_match_sequential(local: LocalEmbedder) -> 
         t.join()
     for i in range(4):
         assert cosine_rows(results[i], sequential[i])[0] > 0.99999
+
+
+@pytest.mark.parametrize("int8_activations", [True, False])
+async def test_local_document_lanes_read_texts_at_once_and_give_each_its_own_vector(int8_activations: bool) -> None:
+    """Two document lanes share a call's texts out (longest first, to the lane with the least queued): every
+    text gets, in its place, the vector one lane alone gives it, bit for bit — its spans' vectors too."""
+    texts = [("a long note " * n).strip() for n in (40, 3, 17, 1, 60, 8, 25)] + SENTENCES
+    spans = [[(0, min(len(t), 11))] for t in texts]
+    one, two = (LocalEmbedder(threads=n, int8_activations=int8_activations) for n in (1, 2))
+    try:
+        assert two.document_runs == 2 and one.document_runs == 1
+        assert np.array_equal(await two.embed(texts), await one.embed(texts))
+        for a, b in zip(await two.embed_spans(texts, spans), await one.embed_spans(texts, spans), strict=True):
+            assert np.array_equal(a, b)
+        both = await asyncio.gather(two.embed(texts[:3]), two.embed(texts[3:]))
+        assert np.array_equal(np.vstack(both), await one.embed(texts))
+    finally:
+        await one.aclose()
+        await two.aclose()
 
 
 async def test_local_rejects_single_string_and_closed_use() -> None:

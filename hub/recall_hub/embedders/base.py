@@ -19,6 +19,7 @@ __all__ = [
     "EmbedderConfig",
     "EmbedderError",
     "EmbedderUnavailableError",
+    "ParallelRuns",
     "Span",
     "SpanPooling",
     "check_texts",
@@ -105,6 +106,16 @@ class SpanPooling(Protocol):
         ...
 
 
+@runtime_checkable
+class ParallelRuns(Protocol):
+    """An embedder that reads several documents at once, each call of :meth:`Embedder.embed` on whichever of
+    its runs is free: a caller batching single texts keeps that many calls in flight."""
+
+    @property
+    def document_runs(self) -> int:
+        ...
+
+
 class EmbedderConfig(BaseModel):
     """How to build the hub's embedder (see :func:`recall_hub.embedders.make_embedder`).
 
@@ -122,6 +133,8 @@ class EmbedderConfig(BaseModel):
     dimensions: int | None = Field(default=None, ge=1, le=65536)
     batch_size: int = Field(default=32, ge=1, le=4096)
     threads: int = Field(default=2, ge=1, le=256)
+    """The local model's document lanes: that many texts read at once, one ONNX thread each (e5-small: its
+    threads)."""
     query_threads: int = Field(default=1, ge=1, le=256)
     """ONNX threads of the local model's query lane (a session of its own for search queries)."""
     int8_activations: bool = True

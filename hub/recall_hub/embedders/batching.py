@@ -2,9 +2,11 @@
 
 While the model embeds one batch, new requests queue; the next call takes all of them (up to
 ``max_batch``). An idle hub adds no wait at all; a busy one embeds many creates per model call,
-which is what bounds ingest on a small CPU. Queries and documents queue apart, each kind batched on
-its own: an asymmetric model embeds them differently, and a search's query must not wait behind the
-documents of a busy ingest (an embedder with a lane per kind, as the local one has, runs them at once).
+which is what bounds ingest on a small CPU. An embedder that reads several documents at once
+(:class:`~recall_hub.embedders.base.ParallelRuns`: the local model's lanes) gets that many calls in
+flight. Queries and documents queue apart, each kind batched on its own: an asymmetric model embeds
+them differently, and a search's query must not wait behind the documents of a busy ingest (an
+embedder with a lane per kind, as the local one has, runs them at once).
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from recall_hub.embedders.base import Embedder, Span, SpanPooling
+from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling
 
 
 class BatchingEmbedder:
     def __init__(self, inner: Embedder, max_batch: int = 32) -> None:
         self.inner = inner
         self.max_batch = max_batch
-        self._documents = _Queue(inner.embed, max_batch, "recall-embed-documents")
+        runs = inner.document_runs if isinstance(inner, ParallelRuns) else 1
+        self._documents = _Queue(inner.embed, max_batch, "recall-embed-documents", runs)
         self._queries = _Queue(inner.embed_queries, max_batch, "recall-embed-queries")
 
     @property
@@ -66,18 +69,22 @@ class BatchingEmbedder:
 
 
 class _Queue:
-    """Single texts of one kind, embedded together by ``embed`` while they queue behind a call in flight."""
+    """Single texts of one kind, embedded together by ``embed`` while they queue behind the calls in flight
+    (at most ``runs`` at once)."""
 
-    def __init__(self, embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], max_batch: int, name: str) -> None:
+    def __init__(
+        self, embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], max_batch: int, name: str, runs: int = 1
+    ) -> None:
         self._embed = embed
         self._max_batch = max_batch
         self._name = name
         self._waiting: asyncio.Queue[tuple[str, asyncio.Future[np.ndarray]]] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
+        self._workers: list[asyncio.Task[None] | None] = [None] * max(1, runs)
 
     async def vector(self, text: str) -> np.ndarray:
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._run(), name=self._name)
+        for n, worker in enumerate(self._workers):
+            if worker is None or worker.done():
+                self._workers[n] = asyncio.create_task(self._run(), name=f"{self._name}-{n}")
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         await self._waiting.put((text, future))
         return (await future).reshape(1, -1)
@@ -99,7 +106,8 @@ class _Queue:
                     future.set_result(vector)
 
     async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        for worker in self._workers:
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker

@@ -15,12 +15,15 @@ padded to its own longest text instead: texts are sorted by length, and a run en
 padded tokens; on LoCoMo turns this doubles batched throughput over plain chunks of 32).
 
 Inference runs on dedicated worker threads, so the event loop is never blocked and concurrent requests
-queue instead of oversubscribing the CPU. Documents and queries have a lane each — an ONNX session on a
-thread of its own — so a search's query never waits behind a batch of documents being embedded (a batch
-of 32 takes hundreds of milliseconds; a query a few). The document session uses ``threads`` intra-op
-threads, the query session ``query_threads`` (one: a query is a few tokens, and the other core is left to
-the keyword search that runs beside it). Each session is loaded once, on first use (or
-:meth:`LocalEmbedder.warmup`); both give the same vectors.
+queue instead of oversubscribing the CPU. Each *lane* is an ONNX session on a thread of its own. Documents
+have ``threads`` lanes of one ONNX thread each, reading that many texts at once (a call's texts are spread
+over them, longest first, each to the lane with the least work queued); queries have a lane of their own
+(``query_threads``), so a search's query never waits behind documents being embedded. One thread a text
+rather than several threads on one text: a text of a bead is a few dozen to a few hundred tokens, too
+little work to share out — two lanes of one thread embed 1.9-2.8 times the texts a second of one session
+with two threads, and a short text alone is faster on one thread too (only a single text near the 256-token
+window is read faster by two threads: ~28 against ~35 ms). Each session is loaded once, on first use (or
+:meth:`LocalEmbedder.warmup`); every lane gives the same vectors, bit for bit.
 
 By default the model runs with int8 activations as well as int8 weights (``int8_activations``; the model derived
 once from the packaged one, :mod:`~recall_hub.embedders.int8_activations`): its matrix products run as integer
@@ -35,7 +38,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +161,9 @@ class LocalEmbedder:
         self._model_id = model_id
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
-        self._documents = _Lane("local", threads)
+        self._documents = [_Lane(f"local-{n}", 1) for n in range(threads)]
+        self._queued = [0] * threads
+        """Characters handed to each document lane and not embedded yet (kept on the event loop)."""
         self._queries = _Lane("local-queries", query_threads)
 
     # -- the Embedder protocol ------------------------------------------------------------------
@@ -177,7 +182,16 @@ class LocalEmbedder:
         return self.max_tokens
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._documents.thread.vectors(texts, LOCAL_DIM, self.embed_sync)
+        items = check_texts(texts)
+        self._check_open()
+        if not items:
+            return np.zeros((0, LOCAL_DIM), dtype=np.float32)
+        return np.stack(await self._on_documents(items, self._embed_on))
+
+    @property
+    def document_runs(self) -> int:
+        """How many document texts the model reads at once (:class:`~recall_hub.embedders.base.ParallelRuns`)."""
+        return len(self._documents)
 
     @property
     def pools_spans(self) -> bool:
@@ -185,18 +199,53 @@ class LocalEmbedder:
 
     async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
         """Each text's vector and its spans' (:class:`~recall_hub.embedders.base.SpanPooling`), on the document
-        lane: one model run a text, a span's vector the mean of the outputs of the tokens inside it."""
+        lanes: one model run a text, a span's vector the mean of the outputs of the tokens inside it."""
         items = check_texts(texts)
         if len(spans) != len(items):
             raise ValueError("embed_spans needs one list of spans per text")
-        self._documents.thread.check_open()
+        self._check_open()
         if not items:
             return []
-        return await self._documents.thread.run(self._spans_sync, items, [list(s) for s in spans])
+        return await self._on_documents(items, self._spans_sync, [list(s) for s in spans])
 
-    def _spans_sync(self, texts: list[str], spans: list[list[Span]]) -> list[np.ndarray]:
-        loaded = self._load(self._documents)
-        with self._documents.run_lock:
+    async def _on_documents(
+        self, texts: list[str], work: Callable[..., Any], per_text: list[Any] | None = None
+    ) -> list[Any]:
+        """``work(texts, lane[, per_text])`` on the document lanes at once, the texts spread over them (longest
+        first, each to the lane with the fewest characters queued); one result a text, in order."""
+        queued = list(self._queued)
+        shares: list[list[int]] = [[] for _ in self._documents]
+        for i in sorted(range(len(texts)), key=lambda i: -len(texts[i])):
+            lane = min(range(len(queued)), key=queued.__getitem__)
+            shares[lane].append(i)
+            queued[lane] += len(texts[i])
+        runs = [(lane, share, sum(len(texts[i]) for i in share)) for lane, share in enumerate(shares) if share]
+        for lane, _, size in runs:
+            self._queued[lane] += size
+        try:
+            results = await asyncio.gather(*(
+                self._documents[lane].thread.run(
+                    work, [texts[i] for i in share], self._documents[lane],
+                    *([] if per_text is None else [[per_text[i] for i in share]]),
+                )
+                for lane, share, _ in runs
+            ))
+        finally:
+            for lane, _, size in runs:
+                self._queued[lane] -= size
+        out: list[Any] = [None] * len(texts)
+        for (_, share, _), rows in zip(runs, results, strict=True):
+            for i, row in zip(share, rows, strict=True):
+                out[i] = row
+        return out
+
+    def _check_open(self) -> None:
+        for lane in self._documents:
+            lane.thread.check_open()
+
+    def _spans_sync(self, texts: list[str], lane: _Lane, spans: list[list[Span]]) -> list[np.ndarray]:
+        loaded = self._load(lane)
+        with lane.run_lock:
             encodings = loaded.tokenizer.encode_batch(texts)
             ids = [e.ids for e in encodings]
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
@@ -223,15 +272,19 @@ class LocalEmbedder:
         return await self._queries.thread.vectors(texts, LOCAL_DIM, self._embed_on, self._queries)
 
     async def warmup(self) -> None:
-        """Load both sessions and run each once, so the first real request pays no start-up cost."""
-        await asyncio.gather(self.embed(["warm up"]), self.embed_queries(["warm up"]))
+        """Load every session and run each once, so the first real request pays no start-up cost."""
+        self._check_open()
+        await asyncio.gather(
+            *(lane.thread.run(self._embed_on, ["warm up"], lane) for lane in self._documents),
+            self.embed_queries(["warm up"]),
+        )
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Stop the worker threads (after the call in flight) and release the sessions (blocks)."""
-        for lane in (self._documents, self._queries):
+        for lane in (*self._documents, self._queries):
             lane.thread.close()
             with lane.thread.lock:
                 lane.loaded = None
@@ -240,7 +293,7 @@ class LocalEmbedder:
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors, computed on the calling thread. Thread-safe: runs are serialised."""
-        return self._embed_on(texts, self._documents)
+        return self._embed_on(texts, self._documents[0])
 
     def _embed_on(self, texts: Sequence[str], lane: _Lane) -> np.ndarray:
         items = check_texts(texts)
