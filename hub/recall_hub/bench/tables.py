@@ -111,6 +111,11 @@ def bench_table(sitting: list[Record]) -> list[str]:
         target = BENCH_TARGETS.get(int(sitting[0].figures.get("beads") or 0), {}).get(name)
         goal = f"≤ {target:g}: {_verdict(median, target, runs)}" if target is not None else ""
         lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in values) + f" | **{median:.2f}** | {goal} |")
+    for prefix, label in (("beads", "ingest, beads/s"), ("embedder alone (", "embedder alone, texts/s")):
+        rates = [_rate(r, prefix) for r in sitting]
+        if any(v is not None for v in rates):
+            cells = " | ".join("-" if v is None else f"{v:.0f}" for v in rates)
+            lines.append(f"| {label} | {cells} | **{_median([v for v in rates if v is not None]):.0f}** |  |")
     for key, label, target in (("beads", "ingest / embedder alone", None),
                                ("long_chunks", "long content / embedder alone", INGEST_TARGET)):
         values = [r.figures.get("ingest_ratios", {}).get(key) for r in sitting]
@@ -122,6 +127,11 @@ def bench_table(sitting: list[Record]) -> list[str]:
         cells = " | ".join("-" if v is None else f"{v:.0%}" for v in values)
         lines.append(f"| {label} | {cells} | **{median:.0%}** | {goal} |")
     return lines
+
+
+def _rate(run: Record, prefix: str) -> float | None:
+    """The per-second rate of the run's ingest row whose name starts with ``prefix``."""
+    return next((row["per_second"] for row in run.figures.get("ingest") or [] if row["name"].startswith(prefix)), None)
 
 
 def _interval(pair: Sequence[float] | None) -> str:
