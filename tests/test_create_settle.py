@@ -122,3 +122,29 @@ async def test_a_mark_left_by_a_hub_that_died_is_not_waited_for(
     async with asyncio.timeout(5):  # the hubs' wait is 30 s
         await handed_off_work_done(second)
     assert await second.outbox.handed_off_before() == (ANY, [])
+
+
+async def test_a_create_is_linked_to_its_session_and_found_by_the_words_it_follows_before_its_work_runs(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """The create's own query links it FOLLOWS_FROM the session's previous bead, so when it replies — its
+    after-commit work still waiting for the model — the link is there and a keyword search finds the answer by
+    the words of the question it follows."""
+    first, _, gated = two_hubs
+    writer, word = new_ai(), f"ideas{secrets.token_hex(3)}"
+    session = f"s_{secrets.token_hex(6)}"
+    gated.gate.set()
+    question = await create_bead(first, writer, CreateBead(
+        title=f"where do you get the {word}?", content="", visibility=Visibility.GLOBAL, session_id=session))
+    await first.background.wait_for_earlier()
+    gated.gate.clear()
+    answer = await create_bead(first, writer, CreateBead(
+        title="mostly from old books", content="", visibility=Visibility.GLOBAL, session_id=session))
+    assert first.background.pending == 1  # replied with the work still to do
+    assert await first.beads.session_edges(writer, [answer.bead_id], [answer.bead_id]) == [
+        (answer.bead_id, question.bead_id)
+    ]
+    await first.keywords.catch_up()
+    hits = await search_beads(first, writer, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=5))
+    assert answer.bead_id in [hit.bead.bead_id for hit in hits.hits]
+    gated.gate.set()
