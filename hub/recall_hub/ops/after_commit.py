@@ -133,15 +133,8 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
 
 async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
     """A new bead FOLLOWS_FROM its session's previous one (idempotent), unless auto-links are off."""
-    if (note := follow_note(ctx)) and props.get("session_id"):
-        await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), note)
-
-
-def follow_note(ctx: HubContext) -> str | None:
-    """The note of an automatic FOLLOWS_FROM link; None when auto-links are off. A create that settles in the
-    background links in its own query with it (``BeadStore.create``), which :func:`follow_session` repeats at
-    no cost (the link exists)."""
-    return AUTO_LINK_NOTE if ctx.settings.auto_follows else None
+    if ctx.settings.auto_follows and props.get("session_id"):
+        await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), AUTO_LINK_NOTE)
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry) -> None:

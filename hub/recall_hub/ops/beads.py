@@ -36,7 +36,7 @@ from recall_schemas import (
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import follow_note, settle_created, settle_quietly
+from recall_hub.ops.after_commit import follow_session, settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
 from recall_hub.retrieval.embedding import embed_early
@@ -120,29 +120,27 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     """
     props, idem = new_bead_props(caller, req, new_moments())
     embed_early(ctx, props)  # the model's time overlaps the checks and the commit below
-    background = ctx.settings.create_settle == "background"
     handed_off = False
     try:
         await check_not_forgotten(ctx, caller, props, idem)
-        # Settled in the background, the bead is linked to its session's previous one in the create's own query:
-        # the index-log entry logged before the reply then holds the words of the turn it follows.
-        outcome = await ctx.beads.create(caller, props, idem=idem, follow_note=follow_note(ctx) if background else None)
+        outcome = await ctx.beads.create(caller, props, idem=idem)
         if outcome is None:
             await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
             raise NotFound(f"group {req.group_id} not found")
         stored, created = outcome
         bead_id = stored["bead_id"]
         marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        handed_off = created and background and ctx.background.try_hand_off(
+        handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
             lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}"
         )
         if not handed_off:
             await settle_quietly(ctx, bead_id)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
-            # and by the words of the bead it follows, linked by the create, as the handed-off work would have.
+            # and by the words of the bead it follows, linked first, as the handed-off work would have.
             # The mark makes every read that starts after the reply, at any hub, wait for the rest of the work.
             try:
+                await follow_session(ctx, stored)
                 await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
             finally:
                 marked.set_result(None)

@@ -86,22 +86,6 @@ class Preceding:
     with title and content: the keyword index finds the bead by these words too."""
 
 
-_FOLLOW_PREVIOUS = (
-    "OPTIONAL MATCH (prev:Bead) WHERE prev.session_id = $session_id AND prev.created_by + '' = b.created_by "
-    "AND prev.bead_id <> b.bead_id AND (prev.created_at + 0 < b.created_at OR "
-    "(prev.created_at + 0 = b.created_at AND prev.bead_id < b.bead_id)) "
-    "WITH {keep}, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
-    "FOREACH (_ IN CASE WHEN prev IS NULL THEN [] ELSE [1] END | MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
-    "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
-    "r.metadata = $follow_note) "
-)
-"""Bead ``b`` (bound, with ``$session_id`` its session) ``FOLLOWS_FROM`` the latest earlier bead its author wrote
-in that session, if any (idempotent); ``keep``: the variables carried on. The session is a parameter (matched on
-``b.session_id`` FalkorDB scans every bead instead of using the index), and the author and time are compared as
-expressions: with ``b`` bound, FalkorDB would otherwise scan the index of ``created_by`` or ``created_at`` — every
-bead of the author, or every earlier bead (~15 times slower at 10k beads) — instead of the session's."""
-
-
 class BeadStore:
     def __init__(self, graph: GraphStore, cache_size: int = 0) -> None:
         self.graph = graph
@@ -276,16 +260,12 @@ class BeadStore:
 
     # --- writes, as a caller --------------------------------------------------------------------
 
-    async def create(
-        self, caller: str, props: Props, *, idem: str, follow_note: str | None = None
-    ) -> tuple[Props, bool] | None:
+    async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
         """Store a bead, checking the caller's membership of its group and ownership of its session
         in the same query, merged on the idempotency key. Returns ``(bead, created)`` — ``created`` is
         False for a replay of an earlier create — or None when the caller is not in the bead's group or
         the same content was forgotten in its scope (the deny-list, checked again inside the write so a
-        forget that lands just before it still counts). With ``follow_note``, the bead is also linked
-        ``FOLLOWS_FROM`` its session's previous one in the same query
-        (:meth:`system_link_session_predecessor`, that note on the edge)."""
+        forget that lands just before it still counts)."""
         group_id, session_id = props.get("group_id"), props.get("session_id")
         cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
         if group_id is not None:
@@ -300,15 +280,13 @@ class BeadStore:
             "MERGE (b:Bead {idem: $idem}) ON CREATE SET b += $props "
             "WITH b, b.bead_id = $props.bead_id AS fresh "
             "FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END | " + record("created", after="b", before=None) + ") "
+            "RETURN b, fresh"
         )
-        if follow_note is not None and session_id is not None:
-            cypher += "WITH b, fresh " + _FOLLOW_PREVIOUS.format(keep="b, fresh")
         rows = await self.graph.query(
-            cypher + "RETURN b, fresh",
+            cypher,
             {
                 "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
-                "idem": idem, "props": props, "deny_scope": scope_of(props), "follow_note": follow_note,
-                **record_params(),
+                "idem": idem, "props": props, "deny_scope": scope_of(props), **record_params(),
             },
         )
         if not rows:
@@ -597,10 +575,18 @@ class BeadStore:
         await self.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
 
     async def system_link_session_predecessor(self, bead_id: str, session_id: str, note: str) -> None:
-        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent)."""
+        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent). The session
+        is a parameter: matched on ``b.session_id`` FalkorDB scans every bead instead of using the index."""
         await self.graph.query(
-            "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id " + _FOLLOW_PREVIOUS.format(keep="b"),
-            {"bead_id": bead_id, "session_id": session_id, "follow_note": note},
+            "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id "
+            "MATCH (prev:Bead) WHERE prev.session_id = $session_id "
+            "AND prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
+            "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
+            "WITH b, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
+            "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
+            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
+            "r.metadata = $meta",
+            {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
 
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
