@@ -144,7 +144,6 @@ class LocalEmbedder:
         if not 8 <= max_tokens <= 512:
             raise ValueError("max_tokens must be between 8 and 512 (the model's position limit)")
         self.batch_size = batch_size
-        self.threads = threads
         self.max_tokens = max_tokens
         self.pad_slack = 0.2
         self.int8_activations = int8_activations
@@ -452,7 +451,7 @@ class LocalEmbedder:
         return _Loaded(tokenizer, session, feeds, output, token_level, pad_id)
 
     def __repr__(self) -> str:
-        return (f"LocalEmbedder(batch_size={self.batch_size}, threads={self.threads}, "
+        return (f"LocalEmbedder(batch_size={self.batch_size}, threads={self.document_runs}, "
                 f"query_threads={self._queries.threads}, int8_activations={self.int8_activations})")
 
 
