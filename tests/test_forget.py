@@ -187,6 +187,7 @@ async def test_forgotten_content_is_refused_on_every_create_path_in_its_scope(
     near = await raises(Conflict, member.create_bead(*near_duplicate(word), visibility="group", group_id=group_id))
     forgotten(near)
     assert near.details["match"] == "similar"
+    unrelated = await member.create_bead(f"lunch {word}", "soup on thursday", visibility="group", group_id=group_id)
 
     # A batch: the forgotten one is refused, the rest stored.
     items = await member.create_beads([
@@ -216,7 +217,7 @@ async def test_forgotten_content_is_refused_on_every_create_path_in_its_scope(
     assert (extracted.created, extracted.forgotten) == (0, 1)
 
     after = {b.bead_id for b in await member.get_by_group(group_id)}
-    assert after - before == {items[1].bead_id}  # nothing else was stored
+    assert after - before == {unrelated.bead_id, items[1].bead_id}  # nothing else was stored
 
     # An update may not turn a bead into the forgotten content, nor move a copy into the scope.
     stored = await member.get_bead(items[1].bead_id)
@@ -281,6 +282,27 @@ async def test_the_write_itself_refuses_forgotten_content(connect: ClientFactory
     assert await hub.sessions.get(member.ai_id, request.session_id) is None  # nothing of it was written
     titles = {b.title for b in await member.get_by_group(group_id)}
     assert title not in titles and f"fine {word}" in titles
+
+
+async def test_a_write_compares_with_forgotten_vectors_before_it_stores(connect: ClientFactory, hub: HubContext) -> None:
+    """A create is one query while its scope's deny-list holds no vector; where it holds one, the write stores
+    nothing until the text was compared with it (the operation compares, then writes again)."""
+    ops, author, member, _, group_id = await team(connect)
+    word = f"zv{secrets.token_hex(4)}"
+    request = CreateBead(title=f"lunch {word}", content="soup on thursday", visibility="group", group_id=group_id)
+    props, idem = new_bead_props(member.ai_id, request, now_ms())
+    bead = await author.create_bead(*secret_text(word), visibility="group", group_id=group_id)
+    await ops.forget_bead(bead.bead_id, "leaked")  # the tombstone keeps the bead's vector
+    assert await hub.beads.create(member.ai_id, props, idem=idem, similar_checked=False) is None
+    stored = await hub.beads.create(member.ai_id, props, idem=idem)
+    assert stored is not None and stored[1]
+    await settle_created(hub, [stored[0]["bead_id"]])
+    elsewhere = (await member.create_group("elsewhere")).group_id
+    other = CreateBead(title=f"lunch {word}", content="soup on friday", visibility="group", group_id=elsewhere)
+    other_props, other_idem = new_bead_props(member.ai_id, other, now_ms())
+    written = await hub.beads.create(member.ai_id, other_props, idem=other_idem, similar_checked=False)
+    assert written is not None and written[1]  # no deny-list there: stored at once
+    await settle_created(hub, [written[0]["bead_id"]])
 
 
 async def test_a_private_forget_blocks_only_its_creator(connect: ClientFactory) -> None:

@@ -122,8 +122,13 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     embed_early(ctx, props)  # the model's time overlaps the checks and the commit below
     handed_off = False
     try:
-        await check_not_forgotten(ctx, caller, props, idem)
-        outcome = await ctx.beads.create(caller, props, idem=idem)
+        # The write checks the deny-list itself; only when it stores nothing (the caller is not in the group,
+        # the text was forgotten, or the scope's deny-list holds vectors to compare it with) is the whole check
+        # made, for its refusal or before writing again — forgetting is rare, so a create is one query.
+        outcome = await ctx.beads.create(caller, props, idem=idem, similar_checked=False)
+        if outcome is None:
+            await check_not_forgotten(ctx, caller, props, idem)
+            outcome = await ctx.beads.create(caller, props, idem=idem)
         if outcome is None:
             await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
             raise NotFound(f"group {req.group_id} not found")

@@ -53,12 +53,14 @@ _SUPERSEDED = f"OPTIONAL MATCH (newer:Bead)-[:UPDATES]->(b) WHERE {visible('newe
 
 
 NOT_FORGOTTEN = (
-    "OPTIONAL MATCH (t:Tombstone {{deny_scope: {scope}}}) WHERE t.denied AND t.content_hash = {props}.content_hash "
+    "OPTIONAL MATCH (t:Tombstone {{deny_scope: {scope}}}) "
+    "WHERE t.denied AND (t.content_hash = {props}.content_hash OR {unchecked} AND t.deny_vector IS NOT NULL) "
     "WITH {keep}, count(t) AS forgotten "
     "OPTIONAL MATCH (replayed:Bead {{idem: {idem}}}) "
     "WITH {keep}, forgotten, count(replayed) AS replays WHERE forgotten = 0 OR replays > 0 "
 )
-"""Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash), unless
+"""Cypher: keep ``keep`` only when no denying tombstone of the scope holds the same content (exact hash) — nor,
+while ``unchecked`` is true, any that carries a vector (the text's similarity to it not yet compared) — unless
 the idempotency key already names a stored bead (a replay: it returns that bead and stores nothing)."""
 
 
@@ -260,17 +262,22 @@ class BeadStore:
 
     # --- writes, as a caller --------------------------------------------------------------------
 
-    async def create(self, caller: str, props: Props, *, idem: str) -> tuple[Props, bool] | None:
+    async def create(
+        self, caller: str, props: Props, *, idem: str, similar_checked: bool = True
+    ) -> tuple[Props, bool] | None:
         """Store a bead, checking the caller's membership of its group and ownership of its session
         in the same query, merged on the idempotency key. Returns ``(bead, created)`` — ``created`` is
         False for a replay of an earlier create — or None when the caller is not in the bead's group or
-        the same content was forgotten in its scope (the deny-list, checked again inside the write so a
-        forget that lands just before it still counts)."""
+        the same content was forgotten in its scope (the deny-list, checked inside the write so a forget
+        that lands just before it still counts). Unless ``similar_checked`` (the text compared with the
+        scope's forgotten vectors already), a scope whose deny-list holds a vector stores nothing either."""
         group_id, session_id = props.get("group_id"), props.get("session_id")
         cypher = "MERGE (me:AI {ai_id: $caller}) WITH me "
         if group_id is not None:
             cypher += "MATCH (me)-[:MEMBER_OF]->(:Group {group_id: $group_id}) WITH me "
-        cypher += NOT_FORGOTTEN.format(props="$props", scope="$deny_scope", keep="me", idem="$idem")
+        cypher += NOT_FORGOTTEN.format(
+            props="$props", scope="$deny_scope", keep="me", idem="$idem", unchecked="$unchecked"
+        )
         if session_id is not None:
             cypher += (  # the caller's own session of that id (sessions are per owner)
                 "MERGE (s:Session {session_id: $session_id, owner: $caller}) "
@@ -286,7 +293,8 @@ class BeadStore:
             cypher,
             {
                 "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
-                "idem": idem, "props": props, "deny_scope": scope_of(props), **record_params(),
+                "idem": idem, "props": props, "deny_scope": scope_of(props), "unchecked": not similar_checked,
+                **record_params(),
             },
         )
         if not rows:
@@ -302,7 +310,9 @@ class BeadStore:
             "WITH me OPTIONAL MATCH (me)-[:MEMBER_OF]->(g:Group) WITH collect(g.group_id) AS my_groups "
             "UNWIND $items AS item "
             "WITH item WHERE item.props.group_id IS NULL OR item.props.group_id IN my_groups "
-            + NOT_FORGOTTEN.format(props="item.props", scope="item.deny_scope", keep="item", idem="item.idem") +
+            + NOT_FORGOTTEN.format(
+                props="item.props", scope="item.deny_scope", keep="item", idem="item.idem", unchecked="false"
+            ) +
             "FOREACH (_ IN CASE WHEN item.props.session_id IS NULL THEN [] ELSE [1] END | "
             "MERGE (s:Session {session_id: item.props.session_id, owner: $caller}) "
             "ON CREATE SET s.created_at = item.props.created_at, s.group_id = item.props.group_id, "
