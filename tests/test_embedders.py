@@ -241,6 +241,36 @@ async def test_local_document_lanes_read_texts_at_once_and_give_each_its_own_vec
         await two.aclose()
 
 
+def _nice_of_threads() -> dict[int, int]:
+    """This process's threads by OS id, each with its nice value (Linux: /proc/self/task)."""
+    found = {}
+    for task in Path("/proc/self/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        found[int(task.name)] = int(fields[16])  # the 19th field of stat, counted after the command name
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+async def test_local_documents_are_read_at_a_lower_cpu_priority_than_queries() -> None:
+    """The document lanes run ``document_nice`` steps below the hub's priority, so that requests get the cores
+    first; the query lane keeps the hub's (a search waits for its query's vector)."""
+    hub_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    embedder = LocalEmbedder(threads=2, document_nice=5)
+    try:
+        await embedder.embed(SENTENCES)
+        await embedder.embed_queries(["what happened?"])
+        lanes = [lane.thread.native_id for lane in embedder._documents]
+        query_lane = embedder._queries.thread.native_id
+        niceness = _nice_of_threads()
+        assert [niceness[tid] for tid in lanes if tid is not None] == [hub_nice + 5] * 2
+        assert query_lane is not None and niceness[query_lane] == hub_nice
+        assert niceness[threading.get_native_id()] == hub_nice
+    finally:
+        await embedder.aclose()
+    with pytest.raises(ValueError, match="document_nice"):
+        LocalEmbedder(document_nice=20)
+
+
 async def test_local_rejects_single_string_and_closed_use() -> None:
     embedder = LocalEmbedder()
     with pytest.raises(TypeError):

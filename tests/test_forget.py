@@ -284,7 +284,9 @@ async def test_the_write_itself_refuses_forgotten_content(connect: ClientFactory
     assert title not in titles and f"fine {word}" in titles
 
 
-async def test_a_write_compares_with_forgotten_vectors_before_it_stores(connect: ClientFactory, hub: HubContext) -> None:
+async def test_a_write_compares_with_forgotten_vectors_before_it_stores(
+    connect: ClientFactory, hub: HubContext
+) -> None:
     """A create is one query while its scope's deny-list holds no vector; where it holds one, the write stores
     nothing until the text was compared with it (the operation compares, then writes again)."""
     ops, author, member, _, group_id = await team(connect)

@@ -41,7 +41,7 @@ def make_embedder(config: EmbedderConfig) -> Embedder:
             raise EmbedderError(f"the local model has {LOCAL_DIM} dimensions, not {config.dimensions}")
         return LocalEmbedder(
             batch_size=config.batch_size, threads=config.threads, query_threads=config.query_threads,
-            int8_activations=config.int8_activations, cache_dir=config.cache_dir,
+            document_nice=config.document_nice, int8_activations=config.int8_activations, cache_dir=config.cache_dir,
         )
     if config.kind == "e5-small":
         if config.dimensions not in (None, E5_DIM):

@@ -116,6 +116,13 @@ class ParallelRuns(Protocol):
         ...
 
 
+DOCUMENT_NICE = 10
+"""The local model reads documents at a lower CPU priority than the rest of the hub (Linux ``nice`` steps): a
+document's vectors are work the hub can finish a little later, and on a busy machine the requests on the event
+loop, Redis and NATS then get the cores first (measured in docs/benchmarks.md: a create settled in the background
+replies ~2 ms sooner at 10k beads; an inline create and a team's mixed load are unchanged)."""
+
+
 class EmbedderConfig(BaseModel):
     """How to build the hub's embedder (see :func:`recall_hub.embedders.make_embedder`).
 
@@ -137,6 +144,9 @@ class EmbedderConfig(BaseModel):
     threads)."""
     query_threads: int = Field(default=1, ge=1, le=256)
     """ONNX threads of the local model's query lane (a session of its own for search queries)."""
+    document_nice: int = Field(default=DOCUMENT_NICE, ge=0, le=19)
+    """How much lower the CPU priority of the local model's document lanes is than the hub's (Linux ``nice``
+    steps; 0: the same)."""
     int8_activations: bool = True
     """The local model with int8 activations too (~2.5x faster; vectors within cosine ~0.99 of the packaged
     model's, another ``model_id``); false: the packaged model as it is."""

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from recall_hub.embedders.base import EmbedderError, Span, check_texts, l2_normalise
+from recall_hub.embedders.base import DOCUMENT_NICE, EmbedderError, Span, check_texts, l2_normalise
 from recall_hub.embedders.int8_activations import int8_activations_model
 from recall_hub.embedders.worker import ModelThread
 
@@ -95,9 +95,9 @@ def _packaged_model_sha256() -> str | None:
 class _Lane:
     """One ONNX session on one thread: loaded on first use, runs serialised."""
 
-    def __init__(self, name: str, threads: int) -> None:
+    def __init__(self, name: str, threads: int, nice: int = 0) -> None:
         self.threads = threads
-        self.thread = ModelThread(name)
+        self.thread = ModelThread(name, nice)
         self.run_lock = threading.Lock()
         self.loaded: _Loaded | None = None
 
@@ -120,8 +120,9 @@ class LocalEmbedder:
     activations, the default) or ``local:all-MiniLM-L6-v2-int8`` (``int8_activations=False``).
 
     ``model_path``/``tokenizer_path`` replace the packaged files (pass ``model_id`` too if the model
-    differs); ``max_tokens`` other than 256 changes ``model_id``. ``cache_dir``: where the int8-activation
-    model is derived and kept (default ``~/.cache/nexus-recall``).
+    differs); ``max_tokens`` other than 256 changes ``model_id``. ``document_nice``: how much lower the document
+    lanes' CPU priority is (:data:`~recall_hub.embedders.base.DOCUMENT_NICE`); queries keep the hub's.
+    ``cache_dir``: where the int8-activation model is derived and kept (default ``~/.cache/nexus-recall``).
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class LocalEmbedder:
         batch_size: int = 32,
         threads: int = 2,
         query_threads: int = 1,
+        document_nice: int = DOCUMENT_NICE,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -141,6 +143,8 @@ class LocalEmbedder:
             raise ValueError("batch_size must be >= 1")
         if threads < 1 or query_threads < 1:
             raise ValueError("threads and query_threads must be >= 1")
+        if not 0 <= document_nice <= 19:
+            raise ValueError("document_nice must be between 0 and 19")
         if not 8 <= max_tokens <= 512:
             raise ValueError("max_tokens must be between 8 and 512 (the model's position limit)")
         self.batch_size = batch_size
@@ -160,7 +164,7 @@ class LocalEmbedder:
         self._model_id = model_id
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
-        self._documents = [_Lane(f"local-{n}", 1) for n in range(threads)]
+        self._documents = [_Lane(f"local-{n}", 1, document_nice) for n in range(threads)]
         self._queued = [0] * threads
         """Characters handed to each document lane and not embedded yet (kept on the event loop)."""
         self._queries = _Lane("local-queries", query_threads)

@@ -4,6 +4,9 @@ calls queue instead of oversubscribing the CPU (the model has its own intra-op t
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,12 +17,17 @@ import numpy as np
 from recall_hub.embedders.base import EmbedderError, check_texts
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class ModelThread:
-    def __init__(self, name: str) -> None:
-        """``name``: the embedder's, for errors and the thread's name."""
+    def __init__(self, name: str, nice: int = 0) -> None:
+        """``name``: the embedder's, for errors and the thread's name. ``nice``: how much lower than the
+        process's the thread's CPU priority is (Linux only)."""
         self.name = name
+        self.nice = nice
+        self.native_id: int | None = None
+        """The OS thread's id once started."""
         self.lock = threading.Lock()
         """Held to start or stop the thread; embedders also load their model under it."""
         self.closed = False
@@ -58,5 +66,16 @@ class ModelThread:
         with self.lock:
             self.check_open()
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"recall-{self.name}")
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix=f"recall-{self.name}", initializer=self._started_on_thread
+                )
             return self._executor
+
+    def _started_on_thread(self) -> None:
+        self.native_id = threading.get_native_id()
+        if self.nice <= 0 or not sys.platform.startswith("linux"):
+            return
+        try:  # on Linux a thread has a nice value of its own, set through its thread id
+            os.setpriority(os.PRIO_PROCESS, self.native_id, os.getpriority(os.PRIO_PROCESS, self.native_id) + self.nice)
+        except OSError as exc:
+            log.warning("could not lower the %s thread's priority: %s", self.name, exc)
