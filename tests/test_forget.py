@@ -21,6 +21,7 @@ from recall_hub.embedders import EmbedderConfig
 from recall_hub.ops.after_commit import settle_created
 from recall_hub.ops.beads import new_bead_props
 from recall_hub.service.server import running_hub
+from recall_hub.store.forget import CheckFirst
 from recall_hub.store.records import content_hash
 from recall_hub.timeutil import now_ms
 from recall_hub.tooling.backup import backup, restore
@@ -305,6 +306,14 @@ async def test_a_write_compares_with_forgotten_vectors_before_it_stores(
     written = await hub.beads.create(member.ai_id, other_props, idem=other_idem, similar_checked=False)
     assert written is not None and written[1]  # no deny-list there: stored at once
     await settle_created(hub, [written[0]["bead_id"]])
+    # Through the operation: a scope whose write stored nothing at first is checked first for a while.
+    hub.check_first = CheckFirst()
+    await member.create_bead(f"tea {word}", "green, no sugar", visibility="group", group_id=elsewhere)
+    assert f"group:{elsewhere}" not in hub.check_first
+    await member.create_bead(f"tea {word}", "green, no sugar", visibility="group", group_id=group_id)
+    assert f"group:{group_id}" in hub.check_first
+    again = await member.create_bead(f"cake {word}", "on friday", visibility="group", group_id=group_id)
+    assert (await member.get_bead(again.bead_id)).content == "on friday"
 
 
 async def test_a_private_forget_blocks_only_its_creator(connect: ClientFactory) -> None:

@@ -23,6 +23,7 @@ from recall_hub.store.audit import AuditLog
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.connections import client
 from recall_hub.store.feed import ChangeFeed
+from recall_hub.store.forget import CheckFirst
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.groups import GroupStore
 from recall_hub.store.handoffs import HandoffStore
@@ -74,6 +75,8 @@ class HubContext:
     """The cross-encoder that reorders a search's best candidates (RECALL_RERANKER__URL); None: the fused order."""
     early_vectors: EarlyVectors[BeadVectors] = field(default_factory=EarlyVectors)
     """Embeddings of beads being created, started before their write commits (embedders/early.py)."""
+    check_first: CheckFirst = field(default_factory=CheckFirst)
+    """Scopes whose creates check the deny-list before their write (:func:`recall_hub.ops.beads.create_bead`)."""
     forgotten: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this hub forgets beads: their erasure from the servers' logs and files is due
     (:func:`recall_hub.ops.erasure.erase_forever`)."""

@@ -44,6 +44,7 @@ from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.beads import BeadEdit
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.store.replica import request_scope
+from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import new_moments, now_ms
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,12 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         # The write checks the deny-list itself; only when it stores nothing (the caller is not in the group,
         # the text was forgotten, or the scope's deny-list holds vectors to compare it with) is the whole check
         # made, for its refusal or before writing again — forgetting is rare, so a create is one query.
-        outcome = await ctx.beads.create(caller, props, idem=idem, similar_checked=False)
+        scope = scope_of(props)
+        outcome = None
+        if scope not in ctx.check_first:
+            outcome = await ctx.beads.create(caller, props, idem=idem, similar_checked=False)
+            if outcome is None:
+                ctx.check_first.add(scope)
         if outcome is None:
             await check_not_forgotten(ctx, caller, props, idem)
             outcome = await ctx.beads.create(caller, props, idem=idem)

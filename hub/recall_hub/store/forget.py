@@ -14,6 +14,8 @@ The tombstones are also the forget ledger a restore re-applies (:meth:`ForgetSto
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +43,29 @@ PAGE = 1000
 
 def _tombstone(row: Sequence[Any]) -> Props:
     return dict(zip(TOMBSTONE_FIELDS, row, strict=True))
+
+
+
+class CheckFirst:
+    """Scopes where a create's write lately stored nothing at first (most often: a deny-list that holds a vector
+    the text must be compared with first). A create there checks the deny-list before its write, as one that
+    found it so would next (two queries, not three). Only a hint, kept for ``ttl_s`` and ``size`` scopes: the write
+    checks the deny-list itself either way."""
+
+    def __init__(self, size: int = 1024, ttl_s: float = 300.0) -> None:
+        self.size = size
+        self.ttl_s = ttl_s
+        self._since: OrderedDict[str, float] = OrderedDict()
+
+    def __contains__(self, scope: str) -> bool:
+        since = self._since.get(scope)
+        return since is not None and time.monotonic() - since < self.ttl_s
+
+    def add(self, scope: str) -> None:
+        self._since.pop(scope, None)
+        self._since[scope] = time.monotonic()
+        while len(self._since) > self.size:
+            self._since.popitem(last=False)
 
 
 class ForgetStore:
