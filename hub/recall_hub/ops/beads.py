@@ -125,7 +125,8 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
     try:
         # The write checks the deny-list itself; only when it stores nothing (the caller is not in the group,
         # the text was forgotten, or the scope's deny-list holds vectors to compare it with) is the whole check
-        # made, for its refusal or before writing again — forgetting is rare, so a create is one query.
+        # made, for its refusal or before writing again — forgetting is rare, so a create is one query. Where a
+        # write lately stored nothing at first, the check comes first for a while (ctx.check_first).
         scope = scope_of(props)
         outcome = None
         if scope not in ctx.check_first:
