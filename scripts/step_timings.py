@@ -9,6 +9,10 @@ a step, and this machine's speed drifts between hours: compare runs made one aft
 
     python scripts/step_timings.py --op keyword --beads 10000 --embedder hash
     python scripts/step_timings.py --op create --beads 2000 --samples 150
+    python scripts/step_timings.py --op create --settle background --whole-only
+
+``--settle``: the in-process hub's ``create_settle``; ``--whole-only``: no step wrapped, only the whole call timed
+(what an A/B of a setting read from the environment, ``RECALL_…``, compares).
 """
 
 from __future__ import annotations
@@ -83,9 +87,12 @@ def main() -> None:
     parser.add_argument("--beads", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--embedder", choices=["local", "hash"], default=None)
+    parser.add_argument("--settle", choices=["inline", "background"], default="inline")
+    parser.add_argument("--whole-only", action="store_true")
     args = parser.parse_args()
-    for owner, name in STEPS:
-        wrap(owner, name)
+    if not args.whole_only:
+        for owner, name in STEPS:
+            wrap(owner, name)
 
     async def timed_steps(w: Any, *_: Any) -> None:
         operation = next(op for op in LATENCY_OPS if op.name == OPERATIONS[args.op])
@@ -109,7 +116,7 @@ def main() -> None:
         raise _Printed
 
     run.measure = timed_steps  # type: ignore[attr-defined,assignment]
-    config = BenchConfig(beads=args.beads, samples=args.samples, embedder=args.embedder)
+    config = BenchConfig(beads=args.beads, samples=args.samples, embedder=args.embedder, create_settle=args.settle)
     try:
         asyncio.run(run.run_bench(config))
     except _Printed:
