@@ -45,7 +45,6 @@ def _tombstone(row: Sequence[Any]) -> Props:
     return dict(zip(TOMBSTONE_FIELDS, row, strict=True))
 
 
-
 class CheckFirst:
     """Scopes where a create's write lately stored nothing at first (most often: a deny-list that holds a vector
     the text must be compared with first). A create there checks the deny-list before its write, as one that
