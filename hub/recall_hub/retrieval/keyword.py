@@ -8,7 +8,6 @@ takes top-k among those beads only.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -46,7 +45,7 @@ def query_terms(text: str) -> list[str]:
 
 
 async def keyword_candidates(
-    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int, in_thread: bool = False,
+    ctx: HubContext, scopes: list[str], text: str, filters: BeadFilters, limit: int,
     within: tuple[int, int] | None = None,
 ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
     """Beads of ``scopes`` (the caller's, see :func:`~recall_hub.retrieval.scopes.searchable_scopes`)
@@ -54,8 +53,6 @@ async def keyword_candidates(
     before its limit, and to the statistics too. With them, what screening reads of each
     (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`).
 
-    ``in_thread``: query the index in a worker thread (tantivy searches without holding the GIL), so the
-    event loop can wait on other reads meanwhile; it costs a thread hand-off, so only worth it then.
     ``within``: only beads dated in ``[start, end)`` (epoch ms), scored as without it."""
     terms = query_terms(text)
     if not terms:
@@ -63,6 +60,6 @@ async def keyword_candidates(
     if not ctx.keywords.ready:
         await ctx.keywords.catch_up()
     await keyword_index_caught_up(ctx)
-    if in_thread:
-        return await asyncio.to_thread(ctx.keywords.search_screened, scopes, terms, filters, limit, within)
+    # On the event loop, not a worker thread: in hybrid search it runs while the query is embedded anyway, and a
+    # thread's hand-off and its bouts with the loop for the interpreter lock cost more than the ~1 ms it holds.
     return ctx.keywords.search_screened(scopes, terms, filters, limit, within)

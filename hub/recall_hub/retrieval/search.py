@@ -130,7 +130,7 @@ async def rank(
     seen: dict[str, dict[str, Any]] = {}  # the keyword list comes screened
     if wants_vector:
         # The query is embedded while the caller's scopes are read (one membership read); in hybrid search the
-        # keyword index is queried in a worker thread while the vector sets are searched.
+        # keyword index is queried meanwhile.
         embedding = asyncio.ensure_future(_query_vector(ctx, query))
         try:
             scopes = await searchable_scopes(ctx, caller, filters)
@@ -139,7 +139,7 @@ async def rank(
             raise
         vector_list = _nearest_to(ctx, scopes, embedding, filters, depth)
         if hybrid:
-            keyword_list = keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True)
+            keyword_list = keyword_candidates(ctx, scopes, query, filters, depth)
             (lists["keyword"], seen), lists["vector"] = await asyncio.gather(keyword_list, vector_list)
             if window is not None and window.start is not None and window.end is not None:
                 within = (to_ms(window.start), to_ms(window.end))
@@ -195,7 +195,7 @@ async def _add_dated(
     them: a question about a day or a month is answered by a bead of then that both lists may rank below the
     depth they are read to, behind beads of other times saying the same things."""
     (keyword_hits, keyword_seen), vector_hits = await asyncio.gather(
-        keyword_candidates(ctx, scopes, query, filters, depth, in_thread=True, within=within),
+        keyword_candidates(ctx, scopes, query, filters, depth, within=within),
         _nearest(ctx, scopes, vector, filters, depth, within),
     )
     seen.update(keyword_seen)

@@ -198,8 +198,8 @@ class _Sessions:
 
 
 class _View:
-    """What one search reads, taken together: a commit replaces the whole view at once, so a search running
-    in a worker thread (hybrid search overlaps it with the vector search) never mixes two commits."""
+    """What one search reads, taken together: a commit replaces the whole view at once, so a search never
+    mixes two commits."""
 
     def __init__(self, searcher: tantivy.Searcher, rows: _Rows) -> None:
         self.searcher = searcher
