@@ -8,6 +8,14 @@ loss (the turns that answer as the target). The report gives the current ranking
 should match what the hub returned), then a 5-fold cross-validated fit (LoCoMo folds by conversation,
 LongMemEval by question; each fold scored with weights fitted on the others), each metric as the paired
 difference from the current ranking with a 95% bootstrap interval.
+
+    python scripts/learn_fusion.py DUMP --gbdt 7,150 [--texts ../shared/data]
+
+``--gbdt LEAVES,ROUNDS`` fits gradient-boosted trees instead (LightGBM's lambdarank, ``pip install lightgbm``;
+an evidence turn labelled 3, another turn of its session 1) on every feature above plus the current score and
+rank, cross-validated the same way; ``--texts DIR`` (holding ``locomo/`` and ``longmemeval/``) adds what each
+candidate's text says against the question's form (a date or time word for "when", a number for "how many", a
+place for "where", a turn that only asks).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ class Question:
     evidence: int
     answer_sessions: set[str]
     recorded: dict[str, float]
+    query: str = ""
 
 
 def _minmax(values: np.ndarray, present: np.ndarray, spread_floor: float, relative: bool) -> np.ndarray:
@@ -102,7 +111,7 @@ def load(path: Path, own_boost: float = 2.0, date_boost: float = 1.5) -> list[Qu
             [[index[x] for x in c["nb"] if x in index] for c in cands], mult,
             np.array([c["turn"] for c in cands], dtype=float), np.array([c["sess"] for c in cands], dtype=float),
             [c["group"] for c in cands], rec.get("evidence", rec.get("answer_turns", 0)),
-            set(rec.get("answer_sessions", [])), recorded,
+            set(rec.get("answer_sessions", [])), recorded, query,
         ))
     return out
 
@@ -224,6 +233,76 @@ def report(qs: list[Question], base: Results, other: Results, label: str) -> Non
     print(f"{label}: " + "; ".join(cells))
 
 
+_TIME = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|weekend|last (week|month|year|night)|\d{4}|january|february|march|"
+    r"april|may|june|july|august|september|october|november|december|monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday)\b", re.I)
+_NUMBER = re.compile(
+    r"\b\d+(\.\d+)?\b|\b(one|two|three|four|five|six|seven|eight|nine|ten|twelve|dozen|hundred)\b", re.I)
+_PLACE = re.compile(r"\b(in|at|to|from) [A-Z][a-z]+")
+
+
+def turn_texts(data: Path) -> dict[tuple[str, str, str], str]:
+    """Each dev-set turn's text by (set, question or conversation key, candidate key), as the dumps name them."""
+    texts = {}
+    for path in sorted((data / "locomo").glob("*.json")):
+        for name, turns in json.loads(path.read_text()).items():
+            if name.startswith("session_") and isinstance(turns, list):
+                for turn in turns:
+                    texts[("locomo", path.stem, turn["dia_id"])] = turn["text"]
+    for path in sorted((data / "longmemeval").glob("*_*.json")):
+        record = json.loads(path.read_text())
+        for sid, session in zip(record["haystack_session_ids"], record["haystack_sessions"], strict=True):
+            for i, turn in enumerate(session):
+                texts[("lme", path.stem.split("_", 1)[1], f"{sid}#{i}")] = turn["content"]
+    return texts
+
+
+def _text_features(q: Question, keys: list[str], texts: dict[tuple[str, str, str], str]) -> np.ndarray:
+    question = q.query.lower()
+    when = float(question.startswith("when") or "how many days" in question or "what date" in question)
+    count = float("how many" in question or "how much" in question)
+    where = float(question.startswith("where"))
+    owner = q.key.split("/")[0] if q.set == "locomo" else q.key
+    rows = []
+    for key in keys:
+        text = texts.get((q.set, owner, key), "")
+        timed, numbered, placed = bool(_TIME.search(text)), bool(_NUMBER.search(text)), bool(_PLACE.search(text))
+        rows.append([timed, numbered, placed, text.strip().endswith("?"), len(text) / 500, when, count, where,
+                     when * timed, count * numbered, where * placed])
+    return np.array(rows, dtype=float).reshape(len(keys), 11)
+
+
+def gbdt(qs: list[Question], keys: dict[str, list[str]], leaves: int, rounds: int,
+         texts: dict[tuple[str, str, str], str] | None) -> Results:
+    """Lambdarank trees over every feature, cross-validated by :func:`folds`; the scores of each held-out fold."""
+    import lightgbm  # an experiment's dependency, not the hub's
+
+    names = ["kn", "vn", "kr", "cos", "kin", "vin", "krr", "vrr", "cov", "ccov", "len", "terms", "qreq", "qself",
+             "qlen", "qcov", "qkgap", "qvgap"]
+    table = {}
+    for q in qs:
+        current = scores(q, ["kn", "vn"], np.array([0.6, 0.4]), 0.4)[0]
+        rank = np.empty(len(current))
+        rank[np.argsort(-current, kind="stable")] = np.arange(len(current))
+        columns = [q.raw[n] for n in names] + [current, rank, q.mult, current / max(current.max(), 1e-9)]
+        x = np.column_stack(columns)
+        if texts is not None:
+            x = np.column_stack([x, _text_features(q, keys[q.key], texts)])
+        table[q.key] = (x, (q.turn * 2 + q.sess).astype(int))
+    params = {"objective": "lambdarank", "learning_rate": 0.05, "num_leaves": leaves, "min_data_in_leaf": 50,
+              "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1, "lambdarank_truncation_level": 20,
+              "verbose": -1, "seed": 1}
+    pooled: Results = {}
+    for held in folds(qs):
+        train = [q for q in qs if q.key not in held and (q.turn.any() or q.sess.any())]
+        data = lightgbm.Dataset(np.vstack([table[q.key][0] for q in train]),
+                                np.concatenate([table[q.key][1] for q in train]), group=[len(q.ids) for q in train])
+        model = lightgbm.train(params, data, rounds)
+        pooled |= {q.key: metrics(q, model.predict(table[q.key][0])) for q in qs if q.key in held}
+    return pooled
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dumps", type=Path, nargs="+")
@@ -232,12 +311,24 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.1)
     parser.add_argument("--l2", type=float, default=1e-3)
     parser.add_argument("--no-cv", action="store_true")
+    parser.add_argument("--gbdt", help="LEAVES,ROUNDS: gradient-boosted trees instead of a linear fit")
+    parser.add_argument("--texts", type=Path, help="with --gbdt: a folder holding locomo/ and longmemeval/")
     args = parser.parse_args()
     qs = [q for path in args.dumps for q in load(path)]
     feats = args.features.split(",")
     current = evaluate(qs, ["kn", "vn"], np.array([0.6, 0.4]), 0.4)
     recorded = {q.key: q.recorded for q in qs}
     report(qs, recorded, current, "current rebuilt vs recorded")
+    if args.gbdt:
+        leaves, rounds = (int(x) for x in args.gbdt.split(","))
+        keys = {}
+        for path in args.dumps:
+            for line in path.open():
+                rec = json.loads(line)
+                keys[rec["key"]] = [rec["cands"][b]["key"] for b in sorted(rec["cands"])]
+        texts = turn_texts(args.texts) if args.texts else None
+        report(qs, current, gbdt(qs, keys, leaves, rounds, texts), f"gbdt {leaves} leaves, {rounds} rounds, cv")
+        return
     w0 = np.array([0.6 if f == "kn" else 0.4 if f == "vn" else 0.0 for f in feats])
     w, wc = fit(qs, feats, w0, 0.4, args.steps, temperature=args.temperature, l2=args.l2)
     print("fitted on all:", dict(zip(feats, np.round(w, 3).tolist(), strict=True)), "context", round(wc, 3))
