@@ -220,6 +220,8 @@ class VectorStore:
             described = _attributes_json(attrs, len(vectors), sentences)
             for name in had.names(bead_id):  # each replaced (removed, then added again) or no longer there
                 pipe.execute_command("VREM", self.key(scope), name)
+            # Never VADD's CAS (neighbours gathered on a Redis thread): Redis 8.2 stops on an assertion when it
+            # loads an append-only file holding one, so the store would not come back after a restart.
             for chunk, vector in enumerate(vectors):
                 build = ["EF", SENTENCE_BUILD_EF] if sentences and chunk else []
                 pipe.execute_command(
