@@ -14,7 +14,7 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead
-from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.freshness import handed_off_work_done, settling
 from recall_hub.retrieval.search import search_beads
 from recall_schemas import CreateBead, SearchBeads, SearchMode, Visibility
 
@@ -148,3 +148,36 @@ async def test_a_create_is_linked_to_its_session_and_found_by_the_words_it_follo
     hits = await search_beads(first, writer, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=5))
     assert answer.bead_id in [hit.bead.bead_id for hit in hits.hits]
     gated.gate.set()
+
+
+async def test_a_keyword_search_does_not_wait_for_handed_off_work_and_a_hybrid_search_does(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """Within a read (:func:`settling`, what the transport opens around one), only the steps that read what a
+    hand-off makes wait for it: a keyword search answers at once — the create's words were logged before its
+    reply — while a hybrid search waits for the vector, and then finds the bead by meaning too."""
+    first, second, gated = two_hubs
+    writer, title = new_ai(), f"words before vectors {secrets.token_hex(4)}"
+    bead = await create_bead(first, writer, CreateBead(title=title, content="", visibility=Visibility.GLOBAL))
+    assert first.background.pending == 1
+    await second.keywords.catch_up()
+    asked = 0
+    before = second.outbox.handed_off_before
+
+    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
+        nonlocal asked
+        asked += 1
+        return await before(until_ms)
+
+    second.outbox.handed_off_before = counted  # type: ignore[method-assign]
+    with settling(second, None):
+        async with asyncio.timeout(5):  # the hubs' wait is 30 s
+            by_words = await search_beads(second, writer, SearchBeads(query=title, mode=SearchMode.KEYWORD))
+        assert bead.bead_id in [hit.bead.bead_id for hit in by_words.hits] and asked == 0
+        hybrid = asyncio.create_task(search_beads(second, writer, SearchBeads(query=title)))
+        await until("the hybrid search waiting on the create's vector", lambda: asked > 1)
+        assert not hybrid.done()
+        gated.gate.set()
+        hits = (await hybrid).hits
+    assert [hit.bead.bead_id for hit in hits][:1] == [bead.bead_id]
+    assert "vector" in [source.list for source in hits[0].explanation.sources]

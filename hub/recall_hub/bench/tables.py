@@ -58,20 +58,22 @@ def _setup(record: Record) -> str:
         settle = _create_settle(record)
         return (f"{figures.get('beads')} beads, embedder {embedder[1] if embedder else '?'}, "
                 f"durability {durability[1] if durability else '?'}"
-                + (f", create settle {settle}" if settle != "inline" else ""))
+                + f", create settle {settle}")
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
     if record.suite == "load":
         c = figures.get("config", {})
-        settle = c.get("create_settle", "inline")
+        settle = c.get("create_settle", "inline")  # results files before it was said: the default then
         return (f"agents {c.get('agents')}, hubs {c.get('hubs')}, {c.get('seconds')} s, rate {c.get('rate')}, "
-                f"embedder {c.get('embedder')}" + (f", create settle {settle}" if settle != "inline" else ""))
+                f"embedder {c.get('embedder')}, create settle {settle}")
     return f"{figures.get('questions')} questions"
 
 
 def _create_settle(record: Record) -> str:
-    """How the bus suite's in-process hub settled creates (``--create-settle``; inline unless said)."""
-    found = re.search(r"--create-settle[ =](\w+)", record.command or "")
+    """How the bus suite's in-process hub settled creates: as its setup says, else as ``--create-settle`` said
+    (results files before the setup said it), else inline (the default then)."""
+    found = (re.search(r"creates settled (\w+)", str(record.figures.get("setup", "")))
+             or re.search(r"--create-settle[ =](\w+)", record.command or ""))
     return found[1] if found else "inline"
 
 
@@ -263,15 +265,15 @@ SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
 
 
 def current(
-    suite: str, background: bool = False, beads: int = DEFAULT_BEADS
+    suite: str, settle: str | None = "background", beads: int = DEFAULT_BEADS
 ) -> Callable[[Sequence[Record]], list[str]]:
-    """The newest sitting of ``suite``; of the bus suite, at ``beads`` beads, with creates settled inline (the
-    default) or, with ``background``, in the background (``--create-settle background``)."""
+    """The newest sitting of ``suite``; of the bus suite, at ``beads`` beads, with creates settled as ``settle``
+    says (``background``, the default, or ``inline``; None: either)."""
     def table(records: Sequence[Record]) -> list[str]:
         groups = [
             g for g in sittings(records, suite)
             if suite != "bench" or (
-                (_create_settle(g[0]) == "background") == background and g[0].figures.get("beads") == beads
+                settle in (None, _create_settle(g[0])) and g[0].figures.get("beads") == beads
             )
         ]
         return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r} yet."]
@@ -280,8 +282,8 @@ def current(
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    **{suite: current(suite) for suite in SITTING_TABLES}, "settle": current("bench", background=True),
-    "large": current("bench", beads=LARGE_BEADS), "history": history,
+    **{suite: current(suite) for suite in SITTING_TABLES}, "inline": current("bench", settle="inline"),
+    "large": current("bench", settle=None, beads=LARGE_BEADS), "history": history,
 }
 _BLOCK = re.compile(
     r"(<!-- results:(?P<name>[a-z]+(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S

@@ -10,6 +10,11 @@ then asks what it needs:
 * screening — what a vector-only search or ``why`` uses the index for — needs no
   commit: :func:`written_since_index` names the beads written between the index and the position, and
   those are screened by the graph like a bead the index has never seen.
+
+With ``create_settle = background`` a create's vector, links and feed entry follow its reply; a read of
+them waits for the creates replied to before it (:func:`handed_off_work_done`). The transport opens
+:func:`settling` around such a read; the read's steps that need the work await :func:`work_settled`, so a
+hybrid search checks while its query is embedded and a keyword search, which needs none of it, never does.
 """
 
 from __future__ import annotations
@@ -80,6 +85,47 @@ async def keyword_index_caught_up(ctx: HubContext) -> None:
     except Exception as exc:  # the index log's Redis away (a dead primary): the wait is for freshness only
         log.warning("keyword index cannot catch up to %s (%s: %s); answering from %s",
                     after, type(exc).__name__, exc, ctx.keywords.applied)
+
+
+@dataclass
+class _Settling:
+    ctx: HubContext
+    deadline: int | None
+    check: asyncio.Future[None] | None = None
+
+
+_settling: ContextVar[_Settling | None] = ContextVar("recall_settling", default=None)
+
+
+@contextmanager
+def settling(ctx: HubContext, deadline: int | None) -> Iterator[None]:
+    """Within this block, :func:`work_settled` waits for the creates handed off before it is first asked
+    (:func:`handed_off_work_done`; nothing to wait for unless ``create_settle = background``). The check runs
+    once, when a step first needs it or :func:`start_settle_check` starts it early; a block that never asks
+    pays nothing."""
+    state = _Settling(ctx, deadline) if ctx.settings.create_settle == "background" else None
+    token = _settling.set(state)
+    try:
+        yield
+    finally:
+        _settling.reset(token)
+        if state is not None and state.check is not None and not state.check.done():
+            state.check.cancel()
+
+
+def start_settle_check() -> None:
+    """Start :func:`work_settled`'s check now, so that its round trips overlap the caller's other work."""
+    state = _settling.get()
+    if state is not None and state.check is None:
+        state.check = asyncio.ensure_future(handed_off_work_done(state.ctx, state.deadline))
+
+
+async def work_settled() -> None:
+    """Within :func:`settling`: until the work of the creates handed off before the check began is done."""
+    start_settle_check()
+    state = _settling.get()
+    if state is not None and state.check is not None:
+        await state.check
 
 
 async def handed_off_work_done(ctx: HubContext, deadline: int | None = None) -> None:

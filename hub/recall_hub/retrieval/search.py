@@ -46,7 +46,7 @@ from recall_hub.embedders import EmbedderError
 from recall_hub.retrieval import ranking
 from recall_hub.retrieval.asker import boost_own
 from recall_hub.retrieval.embedding import bead_text, embed_texts
-from recall_hub.retrieval.freshness import written_since_index
+from recall_hub.retrieval.freshness import start_settle_check, work_settled, written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import keyword_candidates
 from recall_hub.retrieval.ranking import PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
@@ -69,6 +69,10 @@ SETTLED_READERS = KEYWORD_READERS | {
 vector marks an integrity check reads): with ``create_settle = background``, a request of theirs waits for
 the work of every create replied to before it arrived
 (:func:`~recall_hub.retrieval.freshness.handed_off_work_done`)."""
+SETTLED_IN_RANK = frozenset({"search_beads", "context"})
+"""Of those, the operations that read nothing a hand-off makes but through :func:`rank`, which waits for it
+only where it reads vectors (after starting the check beside the query's embedding): a keyword search never
+waits."""
 CANDIDATES = 50
 """How deep each list (keyword, vector) is read before fusion (``limit`` if more are asked). 100 gave the
 same LoCoMo figures within a few thousandths, at 2.3 ms more for a hybrid search at 100k beads (measured
@@ -98,7 +102,9 @@ async def _nearest(
 async def _nearest_to(
     ctx: HubContext, scopes: list[str], embedding: asyncio.Future[Any], filters: BeadFilters, k: int
 ) -> list[tuple[str, float]]:
-    return await _nearest(ctx, scopes, await embedding, filters, k)
+    vector = await embedding
+    await work_settled()  # the vectors of the creates replied to before this search
+    return await _nearest(ctx, scopes, vector, filters, k)
 
 
 async def _query_vector(ctx: HubContext, query: str) -> Any:
@@ -131,6 +137,7 @@ async def rank(
     if wants_vector:
         # The query is embedded while the caller's scopes are read (one membership read); in hybrid search the
         # keyword index is queried meanwhile.
+        start_settle_check()
         embedding = asyncio.ensure_future(_query_vector(ctx, query))
         try:
             scopes = await searchable_scopes(ctx, caller, filters)

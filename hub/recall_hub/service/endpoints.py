@@ -53,8 +53,8 @@ from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, en
 from recall_hub.context import HubContext
 from recall_hub.logs import serving
 from recall_hub.ops.dispatch import dispatch
-from recall_hub.retrieval.freshness import handed_off_work_done, reading_after
-from recall_hub.retrieval.search import KEYWORD_READERS, SETTLED_READERS
+from recall_hub.retrieval.freshness import reading_after, settling, work_settled
+from recall_hub.retrieval.search import KEYWORD_READERS, SETTLED_IN_RANK, SETTLED_READERS
 from recall_hub.service.admission import CallerLimits, CallerState
 from recall_hub.service.metrics import HubMetrics
 from recall_hub.service.micro import Endpoint, Service
@@ -320,9 +320,12 @@ class HubService:
                     async with admitted.running, self._bulk if size > BULK_BYTES else _NO_WAIT, self._slots:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
-                        if op in SETTLED_READERS:
-                            await handed_off_work_done(self.ctx, deadline)
-                        with reading_after(after if op in KEYWORD_READERS else None):
+                        with (
+                            settling(self.ctx, deadline) if op in SETTLED_READERS else _NO_WAIT,
+                            reading_after(after if op in KEYWORD_READERS else None),
+                        ):
+                            if op not in SETTLED_IN_RANK:
+                                await work_settled()
                             body = await handle(self.ctx, op, request.subject, request.data, self.max_reply_bytes)
                 except RecallError as exc:
                     error, code = _describe(exc), exc.code.value
