@@ -10,6 +10,7 @@ from unittest.mock import ANY
 
 import numpy as np
 import pytest
+from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
@@ -181,3 +182,31 @@ async def test_a_keyword_search_does_not_wait_for_handed_off_work_and_a_hybrid_s
         hits = (await hybrid).hits
     assert [hit.bead.bead_id for hit in hits][:1] == [bead.bead_id]
     assert "vector" in [source.list for source in hits[0].explanation.sources]
+
+
+async def test_a_read_waits_for_the_hand_offs_it_names_and_not_for_later_ones() -> None:
+    """This hub's own hand-offs are waited for as they finish, each by its bead: work handed off after a read
+    began (a later create's) does not hold that read up."""
+    work = BackgroundWork()
+    first_done, second_done = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+
+    async def first() -> None:
+        await first_done.wait()
+        order.append("first done")
+
+    async def read() -> None:
+        await work.wait_for(["b_first", "b_elsewhere"])  # "b_elsewhere": not this hub's
+        order.append("read")
+
+    assert work.try_hand_off(first, key="b_first")
+    assert work.try_hand_off(second_done.wait, key="b_second")
+    reading = asyncio.ensure_future(read())
+    await asyncio.sleep(0)  # one turn of the loop: the read starts and waits (a yield, not a timed wait)
+    first_done.set()
+    async with asyncio.timeout(5):
+        await reading
+    assert order == ["first done", "read"] and work.pending == 1  # "b_second" still runs
+    second_done.set()
+    await work.wait_for_earlier()
+    assert work.pending == 0

@@ -2,23 +2,28 @@
 
 At most ``limit`` pieces run at once; a request that finds them all busy does its work inline, so a
 flood of writes slows down instead of piling work up. A read that must see earlier writes whole (their
-vectors too) waits for the work handed off before it arrived (:meth:`BackgroundWork.wait_for_earlier`).
+vectors too) waits for the work handed off before it arrived: this process's as it finishes
+(:meth:`BackgroundWork.wait_for`), the other hubs' by their marks in Redis.
 A crash loses nothing: the work is recorded in the outbox, and the sweep finishes it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 
 class BackgroundWork:
     def __init__(self, limit: int = 64) -> None:
         self._slots = asyncio.Semaphore(limit)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._by_key: dict[str, asyncio.Task[None]] = {}
 
-    def try_hand_off(self, work: Callable[[], Awaitable[None]], name: str = "recall-background") -> bool:
-        """Start ``work`` in the background; False (nothing started) when every slot is taken."""
+    def try_hand_off(
+        self, work: Callable[[], Awaitable[None]], name: str = "recall-background", key: str | None = None
+    ) -> bool:
+        """Start ``work`` in the background, known by ``key`` (:meth:`wait_for`) while it runs; False (nothing
+        started) when every slot is taken."""
         if self._slots.locked():
             return False
 
@@ -29,12 +34,22 @@ class BackgroundWork:
         task = asyncio.create_task(run(), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if key is not None:
+            self._by_key[key] = task
+            task.add_done_callback(lambda _: self._by_key.pop(key, None))
         return True
 
     async def wait_for_earlier(self) -> None:
         """Until every piece of work handed off before now is done."""
         if self._tasks:
             await asyncio.wait(list(self._tasks))
+
+    async def wait_for(self, keys: Iterable[str]) -> None:
+        """Until the pieces of work of ``keys`` that run here are done (the others: not this process's, or
+        over)."""
+        running = [task for key in keys if (task := self._by_key.get(key)) is not None]
+        if running:
+            await asyncio.wait(running)
 
     @property
     def pending(self) -> int:

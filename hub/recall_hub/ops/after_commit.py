@@ -8,8 +8,10 @@ change-feed entries (each logged exactly once) and their
 notifications; then it deletes the entry. A step that fails leaves the entry with a retry time;
 :func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind.
 
-The hub settles a write's entries before replying, so a writer reads its own writes; the sweep
-makes "acknowledged" mean "will all happen" even when the hub dies right after the commit.
+The hub settles a write's entries before replying — a create's, by default, right after it, every read
+of that work waiting for it (``create_settle``, :mod:`recall_hub.retrieval.freshness`) — so a writer reads
+its own writes; the sweep makes "acknowledged" mean "will all happen" even when the hub dies right after
+the commit.
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
 
 async def _settle_in_background(ctx: HubContext, bead_id: str, marked: asyncio.Future[None]) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
-    a read that waits for it (``wait_for_earlier``) finds them on a replica. Its mark is cleared when it ends
+    a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. Its mark is cleared when it ends
     (done, or left to the sweep), never before the create made it."""
     try:
         async with request_scope(stale_reads=False):
@@ -143,7 +143,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         bead_id = stored["bead_id"]
         marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}"
+            lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}", key=bead_id
         )
         if not handed_off:
             await settle_quietly(ctx, bead_id)

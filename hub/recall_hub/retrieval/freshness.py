@@ -146,8 +146,10 @@ async def handed_off_work_done(ctx: HubContext, deadline: int | None = None) -> 
         budget = min(budget, max(0.0, (deadline - now_ms()) / 2000))
     try:
         async with asyncio.timeout(budget):
-            await ctx.background.wait_for_earlier()
             until, marked = await ctx.outbox.handed_off_before()
+            if marked:  # this hub's own, as they finish; then what is left, the other hubs', by their marks
+                await ctx.background.wait_for(marked)
+                _, marked = await ctx.outbox.handed_off_before(until)
             pause = 0.002
             while marked:
                 working = await ctx.outbox.system_first_tries(marked)
