@@ -60,6 +60,19 @@ async def found_by_meaning(ctx: HubContext, caller: str, title: str) -> list[str
     return [hit.bead.bead_id for hit in result.hits]
 
 
+def count_mark_checks(ctx: HubContext) -> list[int]:
+    """How many times ``ctx`` reads the hand-off marks from now on (one cell, counted up)."""
+    asked = [0]
+    before = ctx.outbox.handed_off_before
+
+    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
+        asked[0] += 1
+        return await before(until_ms)
+
+    ctx.outbox.handed_off_before = counted  # type: ignore[method-assign]
+    return asked
+
+
 async def test_a_create_replies_before_its_vector_and_another_reader_at_another_hub_finds_it_by_meaning(
     two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
 ) -> None:
@@ -71,22 +84,14 @@ async def test_a_create_replies_before_its_vector_and_another_reader_at_another_
     assert first.background.pending == 1  # replied with the work still to do
     assert bead.bead_id not in await found_by_meaning(second, reader, title)  # no vector yet, and no wait
 
-    asked = 0
-    before = second.outbox.handed_off_before
-
-    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
-        nonlocal asked
-        asked += 1
-        return await before(until_ms)
-
-    second.outbox.handed_off_before = counted  # type: ignore[method-assign]
+    asked = count_mark_checks(second)
 
     async def read_after_the_reply() -> list[str]:
         await handed_off_work_done(second)
         return await found_by_meaning(second, reader, title)
 
     reading = asyncio.create_task(read_after_the_reply())
-    await until("the other hub waiting on the first one's create", lambda: asked > 1)
+    await until("the other hub waiting on the first one's create", lambda: asked[0] > 1)
     assert not reading.done()
     gated.gate.set()
     assert bead.bead_id in await reading
@@ -162,21 +167,13 @@ async def test_a_keyword_search_does_not_wait_for_handed_off_work_and_a_hybrid_s
     bead = await create_bead(first, writer, CreateBead(title=title, content="", visibility=Visibility.GLOBAL))
     assert first.background.pending == 1
     await second.keywords.catch_up()
-    asked = 0
-    before = second.outbox.handed_off_before
-
-    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
-        nonlocal asked
-        asked += 1
-        return await before(until_ms)
-
-    second.outbox.handed_off_before = counted  # type: ignore[method-assign]
+    asked = count_mark_checks(second)
     with settling(second, None):
         async with asyncio.timeout(5):  # the hubs' wait is 30 s
             by_words = await search_beads(second, writer, SearchBeads(query=title, mode=SearchMode.KEYWORD))
-        assert bead.bead_id in [hit.bead.bead_id for hit in by_words.hits] and asked == 0
+        assert bead.bead_id in [hit.bead.bead_id for hit in by_words.hits] and asked[0] == 0
         hybrid = asyncio.create_task(search_beads(second, writer, SearchBeads(query=title)))
-        await until("the hybrid search waiting on the create's vector", lambda: asked > 1)
+        await until("the hybrid search waiting on the create's vector", lambda: asked[0] > 1)
         assert not hybrid.done()
         gated.gate.set()
         hits = (await hybrid).hits
