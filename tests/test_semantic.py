@@ -77,6 +77,7 @@ async def test_thousands_of_invisible_near_duplicates_never_starve_the_visible_b
     mine = await me.create_bead(
         "key rotation policy", "payments signing keys are rotated quarterly", visibility="private"
     )
+    await handed_off_work_done(hub)  # its vector, read from the store below (it follows the create's reply)
 
     # The hidden copies really are closer to the query than the visible bead ...
     hidden = await hub.vectors.search([f"private:{other}"], base, 5)
