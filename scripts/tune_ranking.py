@@ -61,6 +61,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"chunkdisc.{x}": {"recall_hub.store.vectors.CHUNK_DISCOUNT": x} for x in (0.05, 0.2)},
     **{f"sentdisc.{x}": {"recall_hub.store.vectors.SENTENCE_DISCOUNT": x} for x in (0.0, 0.05, 0.1)},
     **{f"asked.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n} for n in (3, 4)},
+    **{f"vsim.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n / 50, "recall_hub.store.vectors.SEARCH_EF": n}
+       for n in (50, 64, 75)},
 }
 """Variant name -> {"module.ATTRIBUTE": value}: what the hub reads at request time."""
 

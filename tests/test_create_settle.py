@@ -15,9 +15,10 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead
+from recall_hub.ops.relationships import get_relationships
 from recall_hub.retrieval.freshness import handed_off_work_done, settling
 from recall_hub.retrieval.search import search_beads
-from recall_schemas import CreateBead, SearchBeads, SearchMode, Visibility
+from recall_schemas import CreateBead, GetRelationships, SearchBeads, SearchMode, Visibility
 
 from tests.conftest import new_ai, until
 
@@ -207,3 +208,26 @@ async def test_a_read_waits_for_the_hand_offs_it_names_and_not_for_later_ones() 
     second_done.set()
     await work.wait_for_earlier()
     assert work.pending == 0
+
+
+async def test_a_handed_off_create_is_related_to_the_similar_create_handed_off_before_it(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """A create's auto-links are found among the vectors of the creates before it, as inline: its handed-off
+    work waits for theirs (the model being busy with the first create's text must not lose the link)."""
+    first, _, gated = two_hubs
+    writer, session = new_ai(), f"s_{secrets.token_hex(6)}"
+    earlier = await create_bead(first, writer, CreateBead(
+        title="Flaky test in checkout", content="test_checkout fails one run in ten", session_id=session))
+    asked = count_mark_checks(first)
+    later = await create_bead(first, writer, CreateBead(
+        title="Flaky test in checkout fixed", content="test_checkout fails one run in ten: fixed the race",
+        session_id=session))
+    await until("the later create's work waiting for the earlier one's", lambda: asked[0] >= 1)
+    assert [e.kind for e in await first.outbox.system_pending(later.bead_id)] == ["created"]
+    gated.gate.set()
+    await first.background.wait_for_earlier()
+    edges = await get_relationships(first, writer, GetRelationships(bead_id=later.bead_id))
+    assert (later.bead_id, earlier.bead_id) in {
+        (r.from_id, r.to_id) for r in edges.relationships if r.rel_type == "RELATED_TO"
+    }

@@ -360,6 +360,7 @@ async def test_switching_model_reindexes_and_never_mixes(settings, hub: HubConte
             await create_bead(first, caller, CreateBead(title=t, visibility="private"))
             for t in ("alpha release notes", "beta rollout plan", "gamma incident review")
         ]
+        await handed_off_work_done(first)  # their vectors (they follow the creates' replies)
         first_keys = [k async for k in first.vectors.redis.scan_iter(match=first.vectors.all_keys_pattern())]
         assert first_keys
     finally:

@@ -36,7 +36,7 @@ class BenchConfig:
     """The in-process hub's embedder kind (``local``, ``hash``, ``openai``); None: the hub's default."""
     durability: str = "default"
     """The embedded stack's fsync settings (``tooling.stack.DURABILITY``): ``default`` or ``strict``."""
-    create_settle: str = "background"
+    create_settle: str = "inline"
     """The in-process hub's ``create_settle``: ``inline`` or ``background``."""
 
     def command(self) -> str:

@@ -265,10 +265,10 @@ SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
 
 
 def current(
-    suite: str, settle: str | None = "background", beads: int = DEFAULT_BEADS
+    suite: str, settle: str | None = "inline", beads: int = DEFAULT_BEADS
 ) -> Callable[[Sequence[Record]], list[str]]:
     """The newest sitting of ``suite``; of the bus suite, at ``beads`` beads, with creates settled as ``settle``
-    says (``background``, the default, or ``inline``; None: either)."""
+    says (``inline``, the default, or ``background``; None: either)."""
     def table(records: Sequence[Record]) -> list[str]:
         groups = [
             g for g in sittings(records, suite)
@@ -282,7 +282,7 @@ def current(
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    **{suite: current(suite) for suite in SITTING_TABLES}, "inline": current("bench", settle="inline"),
+    **{suite: current(suite) for suite in SITTING_TABLES}, "settle": current("bench", settle="background"),
     "large": current("bench", settle=None, beads=LARGE_BEADS), "history": history,
 }
 _BLOCK = re.compile(

@@ -8,8 +8,8 @@ change-feed entries (each logged exactly once) and their
 notifications; then it deletes the entry. A step that fails leaves the entry with a retry time;
 :func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind.
 
-The hub settles a write's entries before replying — a create's, by default, right after it, every read
-of that work waiting for it (``create_settle``, :mod:`recall_hub.retrieval.freshness`) — so a writer reads
+The hub settles a write's entries before replying (a create's, with ``create_settle = background``, right
+after it, every read of that work waiting for it: :mod:`recall_hub.retrieval.freshness`), so a writer reads
 its own writes; the sweep makes "acknowledged" mean "will all happen" even when the hub dies right after
 the commit.
 """
@@ -26,6 +26,7 @@ from recall_hub.context import HubContext
 from recall_hub.ops.indexing import attributes, sync_bead_vector
 from recall_hub.outages import log_failure
 from recall_hub.retrieval.embedding import embed_beads
+from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
@@ -60,10 +61,14 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
     return True
 
 
-async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
-    """:func:`settle` on a request's path: the write is committed, so a failure here is retried by the
-    sweep and never turns an acknowledged write into an error."""
+async def settle_quietly(ctx: HubContext, bead_id: str, until: int | None = None) -> None:
+    """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
+    Redis's epoch ms: those marked by then), as if they had settled inline: the change feed keeps the order
+    of the replies, and a new bead's auto-links are found among the vectors of the beads before it. The write
+    is committed, so a failure here is retried by the sweep and never turns an acknowledged write into an
+    error."""
     try:
+        await handed_off_work_done(ctx, until=until)
         await settle(ctx, bead_id)
     except Exception as exc:
         log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)
@@ -72,9 +77,11 @@ async def settle_quietly(ctx: HubContext, bead_id: str) -> None:
 async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
     """:func:`settle` for beads a batch just created, in bulk: one query or pipeline per step for all of
     them instead of one per bead. A bead that is busy elsewhere, has more than its create entry, or
-    whose bulk step failed is settled on its own (so nothing differs but the number of round trips)."""
+    whose bulk step failed is settled on its own (so nothing differs but the number of round trips). After the
+    creates handed off before them, as :func:`settle_quietly`."""
     rest = list(bead_ids)
     try:
+        await handed_off_work_done(ctx)
         async with ctx.outbox.bead_locks(bead_ids) as held:
             pending = await ctx.outbox.system_pending_many(held)
             fresh = [entries[0] for entries in pending.values() if [e.kind for e in entries] == ["created"]]

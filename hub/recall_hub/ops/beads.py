@@ -98,13 +98,16 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
     return bead_from_props(visible)
 
 
-async def _settle_in_background(ctx: HubContext, bead_id: str, marked: asyncio.Future[None]) -> None:
+async def _settle_in_background(ctx: HubContext, bead_id: str, marked: asyncio.Future[int | None]) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
-    a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. Its mark is cleared when it ends
-    (done, or left to the sweep), never before the create made it."""
+    a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
+    the creates marked before it, as an inline create follows theirs: their vectors are what its auto-links
+    are found among. Its mark is cleared when it ends (done, or left to the sweep), never before the create
+    made it."""
     try:
         async with request_scope(stale_reads=False):
-            await settle_quietly(ctx, bead_id)
+            at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
+            await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1)
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -141,7 +144,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             raise NotFound(f"group {req.group_id} not found")
         stored, created = outcome
         bead_id = stored["bead_id"]
-        marked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        marked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
             lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}", key=bead_id
         )
@@ -151,11 +154,12 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
             # and by the words of the bead it follows, linked first, as the handed-off work would have.
             # The mark makes every read that starts after the reply, at any hub, wait for the rest of the work.
+            at = None
             try:
                 await follow_session(ctx, stored)
-                await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
+                _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
             finally:
-                marked.set_result(None)
+                marked.set_result(at)
     finally:
         if not handed_off:  # a refused create, a replay, or a settle that took its vectors or did without
             ctx.early_vectors.drop(props["bead_id"])

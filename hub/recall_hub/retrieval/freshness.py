@@ -128,7 +128,7 @@ async def work_settled() -> None:
         await state.check
 
 
-async def handed_off_work_done(ctx: HubContext, deadline: int | None = None) -> None:
+async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, until: int | None = None) -> None:
     """With ``create_settle = background``: wait, within ``index_wait_s``, until every create whose reply came
     before this read has its after-commit work done (vector, links, feed entry), whichever hub took it — this
     hub's own hand-offs as they finish, every hub's by the marks they leave in Redis until the work is done
@@ -137,16 +137,17 @@ async def handed_off_work_done(ctx: HubContext, deadline: int | None = None) -> 
     create's reply every reader finds the bead as it would after an inline create. The documents' embedder
     works first come, first served, so waiting for every earlier create costs hardly more than waiting for
     one. For the operations of :data:`~recall_hub.retrieval.search.SETTLED_READERS`. With the caller's
-    ``deadline`` (epoch ms) it waits at most half the time left, so the read still answers in time."""
+    ``deadline`` (epoch ms) it waits at most half the time left, so the read still answers in time. With
+    ``until`` (Redis's epoch ms) only for the creates marked by then: a handed-off create's own work waits so
+    for the creates before it (their vectors are what its auto-links are found among)."""
     if ctx.settings.create_settle != "background":
         return
-    until: int | None = None
     budget = ctx.settings.index_wait_s
     if deadline is not None:
         budget = min(budget, max(0.0, (deadline - now_ms()) / 2000))
     try:
         async with asyncio.timeout(budget):
-            until, marked = await ctx.outbox.handed_off_before()
+            until, marked = await ctx.outbox.handed_off_before(until)
             if marked:  # this hub's own, as they finish; then what is left, the other hubs', by their marks
                 await ctx.background.wait_for(marked)
                 _, marked = await ctx.outbox.handed_off_before(until)

@@ -68,7 +68,9 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
 
 _MARK_HANDED_OFF = """
 local t = redis.call('TIME')
-redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
+local at = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[1], at, ARGV[1])
+return at
 """
 _HANDED_OFF_BEFORE = """
 local upto = tonumber(ARGV[1])
@@ -177,8 +179,9 @@ class OutboxStore:
     # Marked on Redis's clock before the reply, cleared when the work is done: a read that starts after a
     # create's reply, at any hub, finds the mark and waits for the work (retrieval/freshness.py).
 
-    async def mark_handed_off(self, bead_id: str) -> None:
-        await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), bead_id)
+    async def mark_handed_off(self, bead_id: str) -> int:
+        """Mark a create as handed off; the mark's time (epoch ms on Redis's clock)."""
+        return int(await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), bead_id))
 
     async def clear_handed_off(self, *bead_ids: str) -> None:
         await self.redis.zrem(self.keys.handed_off(), *bead_ids)

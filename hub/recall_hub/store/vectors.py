@@ -5,8 +5,8 @@ caller may read, so visibility is decided before top-k and a crowd of invisible 
 can never push a visible bead out of the results. The model id is part of every key: vectors of
 two models never meet in one set.
 
-Quantisation Q8, the default HNSW graph (M=16) and a search EF of 100 (or k, when more are asked) are
-what ``recall bench --suite vectors`` measured: recall@10 0.999 against exact search on real MiniLM
+Quantisation Q8, the default HNSW graph (M=16) and a search EF of :data:`SEARCH_EF` (or k, when more are
+asked) are what ``recall bench --suite vectors`` measured: recall@10 0.999 against exact search on real MiniLM
 vectors, at half the time of EF 200 (measured 2026-12-01).
 """
 
@@ -116,8 +116,11 @@ SENTENCE_BUILD_EF = 50
 """How widely a sentence's vector looks for its neighbours as it is added (VADD's EF; 200 for the others): each
 costs ~1 ms at 200 on the test machine, a bead may have several, and a sentence's links matter less than its
 bead's own vector's."""
-ASKED_PER_BEAD = 2
-"""Vectors a search asks of each set per bead it wants: a bead may have several (chunks, sentences)."""
+ASKED_PER_BEAD = 2.0
+"""Vectors a search asks of each set per bead it wants (rounded up): a bead may have several (chunks,
+sentences)."""
+SEARCH_EF = 100
+"""How widely a search looks in each set (VSIM's EF; at least the number of vectors asked)."""
 CHUNKS_ATTRIBUTE = "chunks"
 """The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
 
@@ -166,14 +169,12 @@ class VectorHit:
 
 class VectorStore:
     def __init__(
-        self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", ef: int = 100,
-        replica: ReplicaRoute | None = None,
+        self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", replica: ReplicaRoute | None = None,
     ) -> None:
         self.redis = redis
         self.replica = replica
         self.model_id = model_id
         self.quantization = quantization
-        self.ef = ef
         self.keys = keys
 
     def key(self, scope: str) -> str:
@@ -293,7 +294,8 @@ class VectorStore:
         one bead leave room."""
         blob = vector.astype(np.float32).tobytes()
         keys = [self.key(s) for s in scopes]
-        replies = await self._read(lambda client: self._vsim(client, keys, blob, ASKED_PER_BEAD * k, filter_expr))
+        asked = math.ceil(ASKED_PER_BEAD * k)
+        replies = await self._read(lambda client: self._vsim(client, keys, blob, asked, filter_expr))
         answered = []
         for key, reply in zip(keys, replies, strict=True):
             if isinstance(reply, Exception):
@@ -306,7 +308,7 @@ class VectorStore:
     async def _vsim(self, client: Redis, keys: list[str], blob: bytes, k: int, filter_expr: str | None) -> list[Any]:
         """One VSIM per set, each on a connection of its own: Redis runs VSIM on its worker threads, so the
         sets are searched in parallel (a pipeline on one connection would search them one after another)."""
-        args: list[Any] = ["FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(self.ef, k)]
+        args: list[Any] = ["FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(SEARCH_EF, k)]
         if filter_expr:
             args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
         searches = [client.execute_command("VSIM", key, *args) for key in keys]  # type: ignore[no-untyped-call]
