@@ -233,6 +233,7 @@ async def test_updates_and_deletes_record_their_work_in_the_same_step(isolated):
     ctx, embedder = isolated
     owner = new_ai("a")
     bead = await create_bead(ctx, owner, CreateBead(title="moving", visibility="global"))
+    await handed_off_work_done(ctx)  # the create's own work done (RECALL_CREATE_SETTLE=background: after the reply)
     embedder.down = True
     moved = BeadUpdates(title="moved", visibility="private")
     await update_bead(ctx, owner, UpdateBead(bead_id=bead.bead_id, updates=moved))

@@ -187,6 +187,7 @@ async def test_a_search_during_a_full_reindex_never_shows_a_bead_the_caller_may_
                                                       idempotency_key=f"g{i}"))).bead_id
             for i in range(5)
         }  # fmt: skip
+        await handed_off_work_done(ctx)  # the creates' own work done (RECALL_CREATE_SETTLE=background)
         await ctx.keywords.catch_up()
         rebuilding = asyncio.create_task(reindex(ctx))
         searched_during = 0
