@@ -113,19 +113,21 @@ def settling(ctx: HubContext, deadline: int | None) -> Iterator[None]:
             state.check.cancel()
 
 
-def start_settle_check() -> None:
-    """Start :func:`work_settled`'s check now, so that its round trips overlap the caller's other work."""
+def start_settle_check() -> asyncio.Future[None] | None:
+    """Start :func:`work_settled`'s check now (once), so that its round trips overlap the caller's other work;
+    the check, or None outside :func:`settling`."""
     state = _settling.get()
-    if state is not None and state.check is None:
+    if state is None:
+        return None
+    if state.check is None:
         state.check = asyncio.ensure_future(handed_off_work_done(state.ctx, state.deadline))
+    return state.check
 
 
 async def work_settled() -> None:
     """Within :func:`settling`: until the work of the creates handed off before the check began is done."""
-    start_settle_check()
-    state = _settling.get()
-    if state is not None and state.check is not None:
-        await state.check
+    if (check := start_settle_check()) is not None:
+        await check
 
 
 async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, until: int | None = None) -> None:
