@@ -14,11 +14,11 @@ from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
-from recall_hub.ops.beads import create_bead
+from recall_hub.ops.beads import create_bead, edit_bead
 from recall_hub.ops.relationships import get_relationships
 from recall_hub.retrieval.freshness import handed_off_work_done, settling
 from recall_hub.retrieval.search import search_beads
-from recall_schemas import CreateBead, GetRelationships, SearchBeads, SearchMode, Visibility
+from recall_schemas import CreateBead, EditBead, GetRelationships, SearchBeads, SearchMode, Visibility
 
 from tests.conftest import new_ai, until
 
@@ -231,3 +231,26 @@ async def test_a_handed_off_create_is_related_to_the_similar_create_handed_off_b
     assert (later.bead_id, earlier.bead_id) in {
         (r.from_id, r.to_id) for r in edges.relationships if r.rel_type == "RELATED_TO"
     }
+
+
+async def test_the_feed_shows_a_bead_as_created_though_an_edit_committed_before_the_work_that_logs_it(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """The change feed's ``created`` entry is the bead as its create committed it, and the edit after it has an
+    entry of its own, although the edit (at the other hub) committed before the create's work read the bead:
+    that work waited behind an earlier create's, held at the model."""
+    first, second, gated = two_hubs
+    writer = new_ai()
+    await create_bead(first, writer, CreateBead(title="an earlier create", content="", visibility=Visibility.GLOBAL))
+    bead = await create_bead(first, writer, CreateBead(
+        title=f"rotate the keys {secrets.token_hex(4)}", content="before the audit", visibility=Visibility.GLOBAL))
+    asked = count_mark_checks(second)
+    editing = asyncio.create_task(edit_bead(second, writer, EditBead(bead_id=bead.bead_id, add_tags=["security"])))
+    await until("the edit committed and waiting for the creates' work", lambda: asked[0] >= 1)
+    assert [e.kind for e in await first.outbox.system_pending(bead.bead_id)] == ["created", "updated"]
+    gated.gate.set()
+    await editing
+    changes = [c for c in await second.feed.read("global", None, 10_000) if c.bead_id == bead.bead_id]
+    assert [(c.action, c.bead.tags if c.bead else None) for c in changes] == [
+        ("created", []), ("updated", ["security"])
+    ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from recall_hub.ops.indexing import attributes, sync_bead_vector
 from recall_hub.outages import log_failure
 from recall_hub.retrieval.embedding import embed_beads
 from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.store.beads import Props
 from recall_hub.store.feed import actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
@@ -40,8 +42,9 @@ BULK_CONCURRENCY = 8
 """Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""
 
 
-async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
-    """Work off every pending outbox entry of ``bead_id``. True when none is left."""
+async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, as_created: Props | None = None) -> bool:
+    """Work off every pending outbox entry of ``bead_id``. True when none is left. ``as_created``: the bead as
+    its create committed it, what the change feed's ``created`` entry shows (:func:`_log_changes`)."""
     async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
         if not locked:
             return False  # another hub or task holds it and settles the same entries
@@ -49,7 +52,7 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
         while entries:
             for entry in entries:
                 try:
-                    await _work(ctx, entry)
+                    await _work(ctx, entry, as_created)
                 except Exception as exc:  # kept for a retry; later entries of the bead wait behind it
                     delay = min(MAX_BACKOFF_MS, 500 * 2 ** min(entry.attempts, 10))
                     log.warning("outbox entry %s of %s failed (attempt %d), retry in %d ms: %s",
@@ -61,24 +64,27 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0) -> bool:
     return True
 
 
-async def settle_quietly(ctx: HubContext, bead_id: str, until: int | None = None) -> None:
+async def settle_quietly(
+    ctx: HubContext, bead_id: str, until: int | None = None, as_created: Props | None = None
+) -> None:
     """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
     Redis's epoch ms: those marked by then), as if they had settled inline: the change feed keeps the order
     of the replies, and a new bead's auto-links are found among the vectors of the beads before it. The write
     is committed, so a failure here is retried by the sweep and never turns an acknowledged write into an
-    error."""
+    error. ``as_created``: as :func:`settle`."""
     try:
         await handed_off_work_done(ctx, until=until)
-        await settle(ctx, bead_id)
+        await settle(ctx, bead_id, as_created=as_created)
     except Exception as exc:
         log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)
 
 
-async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
+async def settle_created(ctx: HubContext, bead_ids: list[str], as_created: Mapping[str, Props] | None = None) -> None:
     """:func:`settle` for beads a batch just created, in bulk: one query or pipeline per step for all of
-    them instead of one per bead. A bead that is busy elsewhere, has more than its create entry, or
-    whose bulk step failed is settled on its own (so nothing differs but the number of round trips). After the
-    creates handed off before them, as :func:`settle_quietly`."""
+    them instead of one per bead (``as_created``: by bead, as :func:`settle`). A bead that is busy elsewhere,
+    has more than its create entry, or whose bulk step failed is settled on its own (so nothing differs but the
+    number of round trips). After the creates handed off before them, as :func:`settle_quietly`."""
+    as_created = as_created or {}
     rest = list(bead_ids)
     try:
         await handed_off_work_done(ctx)
@@ -86,17 +92,17 @@ async def settle_created(ctx: HubContext, bead_ids: list[str]) -> None:
             pending = await ctx.outbox.system_pending_many(held)
             fresh = [entries[0] for entries in pending.values() if [e.kind for e in entries] == ["created"]]
             if fresh:
-                await _work_created(ctx, fresh)
+                await _work_created(ctx, fresh, as_created)
                 await ctx.outbox.system_done_many([e.entry_id for e in fresh])
             done = {e.bead_id for e in fresh} | {b for b, entries in pending.items() if not entries}
             rest = [b for b in bead_ids if b not in done]
     except Exception as exc:
         log.warning("bulk after-commit work of %d bead(s) failed, settling them one by one: %s", len(bead_ids), exc)
     for bead_id in rest:
-        await settle_quietly(ctx, bead_id)
+        await settle_quietly(ctx, bead_id, as_created=as_created.get(bead_id))
 
 
-async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
+async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created: Mapping[str, Props]) -> None:
     """What :func:`_work` does for a ``created`` entry, for many beads at once."""
     ids = [e.bead_id for e in entries]
     beads = {str(p["bead_id"]): p for p in await ctx.beads.system_many(ids)}
@@ -137,7 +143,7 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry]) -> None:
         if links:
             await ctx.beads.system_link_related_many(links, AUTO_LINK_NOTE)
     for entry in entries:
-        await _log_changes(ctx, entry, beads.get(entry.bead_id))
+        await _log_changes(ctx, entry, beads.get(entry.bead_id), as_created.get(entry.bead_id))
 
 
 async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
@@ -146,7 +152,7 @@ async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
         await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), AUTO_LINK_NOTE)
 
 
-async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
+async def _work(ctx: HubContext, entry: OutboxEntry, as_created: Props | None = None) -> None:
     props = await ctx.beads.system_get(entry.bead_id)
     if entry.kind == "created" and props is not None:
         await follow_session(ctx, props)
@@ -163,16 +169,22 @@ async def _work(ctx: HubContext, entry: OutboxEntry) -> None:
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
-    await _log_changes(ctx, entry, props)
+    await _log_changes(ctx, entry, props, as_created)
 
 
-async def _log_changes(ctx: HubContext, entry: OutboxEntry, props: dict[str, Any] | None) -> None:
-    """The change-feed entries of one outbox entry (each logged once) and their notifications."""
+async def _log_changes(
+    ctx: HubContext, entry: OutboxEntry, props: Props | None, as_created: Props | None = None
+) -> None:
+    """The change-feed entries of one outbox entry (each logged once) and their notifications. A ``created``
+    entry shows the bead as created when the creating request says how (``as_created``): an edit committed
+    before the work ran (a handed-off create's, or one between an inline create's commit and its work) has
+    an ``updated`` entry of its own. Otherwise, and for every other entry, the bead as it is now."""
+    shown = as_created if entry.kind == "created" and as_created is not None else props
     for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind not in ("deleted", "forgotten")):
         if entry.kind == "forgotten":
             action = "forgotten"  # gone like a deletion, and its earlier entries lose their content (ops/forget.py)
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
-        snapshot = props if props is not None and feed_scope(props) == scope else None
+        snapshot = shown if props is not None and feed_scope(props) == scope else None
         await ctx.feed.log_once(entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot)
 
 

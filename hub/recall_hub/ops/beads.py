@@ -98,16 +98,17 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
     return bead_from_props(visible)
 
 
-async def _settle_in_background(ctx: HubContext, bead_id: str, marked: asyncio.Future[int | None]) -> None:
+async def _settle_in_background(ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None]) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
     the creates marked before it, as an inline create follows theirs: their vectors are what its auto-links
     are found among. Its mark is cleared when it ends (done, or left to the sweep), never before the create
     made it."""
+    bead_id = stored["bead_id"]
     try:
         async with request_scope(stale_reads=False):
             at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
-            await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1)
+            await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1, as_created=stored)
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -146,10 +147,10 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         bead_id = stored["bead_id"]
         marked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, bead_id, marked), name=f"recall-settle-{bead_id}", key=bead_id
+            lambda: _settle_in_background(ctx, stored, marked), name=f"recall-settle-{bead_id}", key=bead_id
         )
         if not handed_off:
-            await settle_quietly(ctx, bead_id)
+            await settle_quietly(ctx, bead_id, as_created=stored if created else None)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
             # and by the words of the bead it follows, linked first, as the handed-off work would have.
@@ -197,7 +198,8 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
         if unique.index(first) in written:
             props, created = written[unique.index(first)]
             stored[position] = (props, created and position == first)
-    await settle_created(ctx, [props["bead_id"] for props, created in written.values() if created])
+    fresh = {props["bead_id"]: props for props, created in written.values() if created}
+    await settle_created(ctx, list(fresh), as_created=fresh)
     for props, created in written.values():
         if not created:  # a replay: finish the first create's work if a crash left any
             await settle_quietly(ctx, props["bead_id"])
