@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,9 +43,19 @@ BULK_CONCURRENCY = 8
 """Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""
 
 
-async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, as_created: Props | None = None) -> bool:
-    """Work off every pending outbox entry of ``bead_id``. True when none is left. ``as_created``: the bead as
-    its create committed it, what the change feed's ``created`` entry shows (:func:`_log_changes`)."""
+@dataclass(frozen=True)
+class Created:
+    """What the request that created a bead hands its work: the bead as the create committed it (what the
+    change feed's ``created`` entry shows, :func:`_log_changes`), and whether the request already linked it to
+    its session and logged it for the keyword indexes (a handed-off create does both before its reply)."""
+
+    props: Props
+    logged: bool = False
+
+
+async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: Created | None = None) -> bool:
+    """Work off every pending outbox entry of ``bead_id``. True when none is left. ``created``: from the request
+    that created the bead, for its ``created`` entry."""
     async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
         if not locked:
             return False  # another hub or task holds it and settles the same entries
@@ -52,7 +63,7 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, as_created
         while entries:
             for entry in entries:
                 try:
-                    await _work(ctx, entry, as_created)
+                    await _work(ctx, entry, created)
                 except Exception as exc:  # kept for a retry; later entries of the bead wait behind it
                     delay = min(MAX_BACKOFF_MS, 500 * 2 ** min(entry.attempts, 10))
                     log.warning("outbox entry %s of %s failed (attempt %d), retry in %d ms: %s",
@@ -65,16 +76,16 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, as_created
 
 
 async def settle_quietly(
-    ctx: HubContext, bead_id: str, until: int | None = None, as_created: Props | None = None
+    ctx: HubContext, bead_id: str, until: int | None = None, created: Created | None = None
 ) -> None:
     """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
     Redis's epoch ms: those marked by then), as if they had settled inline: the change feed keeps the order
     of the replies, and a new bead's auto-links are found among the vectors of the beads before it. The write
     is committed, so a failure here is retried by the sweep and never turns an acknowledged write into an
-    error. ``as_created``: as :func:`settle`."""
+    error. ``created``: as :func:`settle`."""
     try:
         await handed_off_work_done(ctx, until=until)
-        await settle(ctx, bead_id, as_created=as_created)
+        await settle(ctx, bead_id, created=created)
     except Exception as exc:
         log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)
 
@@ -99,7 +110,8 @@ async def settle_created(ctx: HubContext, bead_ids: list[str], as_created: Mappi
     except Exception as exc:
         log.warning("bulk after-commit work of %d bead(s) failed, settling them one by one: %s", len(bead_ids), exc)
     for bead_id in rest:
-        await settle_quietly(ctx, bead_id, as_created=as_created.get(bead_id))
+        props = as_created.get(bead_id)
+        await settle_quietly(ctx, bead_id, created=None if props is None else Created(props))
 
 
 async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created: Mapping[str, Props]) -> None:
@@ -152,13 +164,17 @@ async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
         await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), AUTO_LINK_NOTE)
 
 
-async def _work(ctx: HubContext, entry: OutboxEntry, as_created: Props | None = None) -> None:
+async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = None) -> None:
     props = await ctx.beads.system_get(entry.bead_id)
-    if entry.kind == "created" and props is not None:
+    if created is not None and entry.kind != "created":
+        created = None
+    logged = created is not None and created.logged
+    if entry.kind == "created" and props is not None and not logged:
         await follow_session(ctx, props)
     # Every hub's keyword index re-reads the bead — after its session link, whose words it holds too, and
     # before its vector, so a failing embedder delays nothing but the vector.
-    await ctx.index_log.append(entry.bead_id)
+    if not logged:
+        await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     if entry.kind == "created" and props is not None:
         # A created bead is always embedded here; its neighbours are linked while its vectors are being stored.
@@ -169,7 +185,7 @@ async def _work(ctx: HubContext, entry: OutboxEntry, as_created: Props | None = 
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
-    await _log_changes(ctx, entry, props, as_created)
+    await _log_changes(ctx, entry, props, None if created is None else created.props)
 
 
 async def _log_changes(

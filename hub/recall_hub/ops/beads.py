@@ -36,7 +36,7 @@ from recall_schemas import (
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import follow_session, settle_created, settle_quietly
+from recall_hub.ops.after_commit import Created, follow_session, settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
 from recall_hub.retrieval.embedding import embed_early
@@ -108,7 +108,9 @@ async def _settle_in_background(ctx: HubContext, stored: dict[str, Any], marked:
     try:
         async with request_scope(stale_reads=False):
             at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
-            await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1, as_created=stored)
+            # Marked: the request linked the bead and logged it (the same gather); its work need not again.
+            await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1,
+                                 created=Created(stored, logged=at is not None))
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -150,7 +152,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             lambda: _settle_in_background(ctx, stored, marked), name=f"recall-settle-{bead_id}", key=bead_id
         )
         if not handed_off:
-            await settle_quietly(ctx, bead_id, as_created=stored if created else None)
+            await settle_quietly(ctx, bead_id, created=Created(stored) if created else None)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
             # and by the words of the bead it follows, linked first, as the handed-off work would have.
