@@ -9,9 +9,9 @@ a step, and this machine's speed drifts between hours: compare runs made one aft
 
     python scripts/step_timings.py --op keyword --beads 10000 --embedder hash
     python scripts/step_timings.py --op create --beads 2000 --samples 150
-    python scripts/step_timings.py --op create --settle background --whole-only
+    python scripts/step_timings.py --op create --settle inline --whole-only
 
-``--settle``: the in-process hub's ``create_settle`` (inline, the default, or background); ``--whole-only``: no
+``--settle``: the in-process hub's ``create_settle`` (background, the default, or inline); ``--whole-only``: no
 step wrapped, only the whole call timed (what an A/B of a setting read from the environment, ``RECALL_…``,
 compares).
 """
@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--beads", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--embedder", choices=["local", "hash"], default=None)
-    parser.add_argument("--settle", choices=["inline", "background"], default="inline")
+    parser.add_argument("--settle", choices=["inline", "background"], default="background")
     parser.add_argument("--whole-only", action="store_true")
     args = parser.parse_args()
     if not args.whole_only:

@@ -135,11 +135,10 @@ class HubSettings(BaseSettings):
         description="How long a search waits for the keyword index to reach its caller's last write",
     )
     create_settle: Literal["inline", "background"] = Field(
-        default="inline",
-        description="inline: create_bead replies once its vector, links and feed entry are done; background: "
-        "it replies after the commit and the index-log entry, its vector, links and feed entry follow, and every "
-        "later read of them, by anyone at any hub, waits for that work (`recall bench --create-settle` measures "
-        "either)",
+        default="background",
+        description="background: create_bead replies after the commit and the index-log entry, its vector, links "
+        "and feed entry follow, and every later read of them, by anyone at any hub, waits for that work; inline: "
+        "it replies once they are done (`recall bench --create-settle` measures either)",
     )
     auto_follows: bool = Field(default=True, description="Link a new bead FOLLOWS_FROM its session's previous")
     stream_replicas: int = Field(

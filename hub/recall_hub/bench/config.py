@@ -36,8 +36,8 @@ class BenchConfig:
     """The in-process hub's embedder kind (``local``, ``hash``, ``openai``); None: the hub's default."""
     durability: str = "default"
     """The embedded stack's fsync settings (``tooling.stack.DURABILITY``): ``default`` or ``strict``."""
-    create_settle: str = "inline"
-    """The in-process hub's ``create_settle``: ``inline`` or ``background``."""
+    create_settle: str = "background"
+    """The in-process hub's ``create_settle``: ``background`` (the hub's default) or ``inline``."""
 
     def command(self) -> str:
         """The ``recall bench`` command line of this configuration (options left at their default omitted)."""

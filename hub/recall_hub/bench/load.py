@@ -68,7 +68,7 @@ class LoadConfig:
     rate: float = 400.0
     """Open-loop requests/s (0: no open-loop levels)."""
     embedder: str = "local"
-    create_settle: str = "inline"
+    create_settle: str = "background"
     """The hubs' ``RECALL_CREATE_SETTLE``."""
     seed: int = 7
     timeout: float = 10.0

@@ -71,7 +71,7 @@ def _setup(record: Record) -> str:
 
 def _create_settle(record: Record) -> str:
     """How the bus suite's in-process hub settled creates: as its setup says, else as ``--create-settle`` said
-    (results files before the setup said it), else inline (the default then)."""
+    (results files before the setup said it), else inline (the hub's default then)."""
     found = (re.search(r"creates settled (\w+)", str(record.figures.get("setup", "")))
              or re.search(r"--create-settle[ =](\w+)", record.command or ""))
     return found[1] if found else "inline"
@@ -265,10 +265,10 @@ SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
 
 
 def current(
-    suite: str, settle: str | None = "inline", beads: int = DEFAULT_BEADS
+    suite: str, settle: str | None = "background", beads: int = DEFAULT_BEADS
 ) -> Callable[[Sequence[Record]], list[str]]:
     """The newest sitting of ``suite``; of the bus suite, at ``beads`` beads, with creates settled as ``settle``
-    says (``inline``, the default, or ``background``; None: either)."""
+    says (``background``, the hub's default, or ``inline``; None: either)."""
     def table(records: Sequence[Record]) -> list[str]:
         groups = [
             g for g in sittings(records, suite)
@@ -282,7 +282,7 @@ def current(
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
-    **{suite: current(suite) for suite in SITTING_TABLES}, "settle": current("bench", settle="background"),
+    **{suite: current(suite) for suite in SITTING_TABLES}, "inline": current("bench", settle="inline"),
     "large": current("bench", settle=None, beads=LARGE_BEADS), "history": history,
 }
 _BLOCK = re.compile(

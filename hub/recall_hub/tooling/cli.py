@@ -742,7 +742,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--embedder", choices=("local", "e5-small", "hash", "openai"),
                        help="the in-process hub's embedder (default: RECALL_EMBEDDER__KIND, else local)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
-    bench.add_argument("--create-settle", choices=("inline", "background"), default="inline",
+    bench.add_argument("--create-settle", choices=("inline", "background"), default="background",
                        help="the hubs' RECALL_CREATE_SETTLE (bus: the in-process hub; load: the hub processes)")
     _results_file_options(bench)
     bench.set_defaults(run=_bench)
