@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from unittest.mock import ANY
 
 import numpy as np
@@ -16,7 +16,7 @@ from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead, edit_bead
 from recall_hub.ops.relationships import get_relationships
-from recall_hub.retrieval.freshness import handed_off_work_done, settling
+from recall_hub.retrieval.freshness import handed_off_work_done, settling, work_settled
 from recall_hub.retrieval.search import search_beads
 from recall_schemas import CreateBead, EditBead, GetRelationships, SearchBeads, SearchMode, Visibility
 
@@ -66,9 +66,9 @@ def count_mark_checks(ctx: HubContext) -> list[int]:
     asked = [0]
     before = ctx.outbox.handed_off_before
 
-    async def counted(until_ms: int | None = None) -> tuple[int, list[str]]:
+    async def counted(until_ms: int | None = None, scopes: Collection[str] | None = None) -> tuple[int, list[str]]:
         asked[0] += 1
-        return await before(until_ms)
+        return await before(until_ms, scopes)
 
     ctx.outbox.handed_off_before = counted  # type: ignore[method-assign]
     return asked
@@ -125,7 +125,7 @@ async def test_a_mark_left_by_a_hub_that_died_is_not_waited_for(
     gated.gate.set()
     bead = await create_bead(first, new_ai(), CreateBead(title="settled", content="its work done"))
     await first.background.wait_for_earlier()
-    await second.outbox.mark_handed_off(bead.bead_id)  # as if never cleared
+    await second.outbox.mark_handed_off(bead.bead_id, f"private:{bead.created_by}")  # as if never cleared
     async with asyncio.timeout(5):  # the hubs' wait is 30 s
         await handed_off_work_done(second)
     assert await second.outbox.handed_off_before() == (ANY, [])
@@ -254,3 +254,26 @@ async def test_the_feed_shows_a_bead_as_created_though_an_edit_committed_before_
     assert [(c.action, c.bead.tags if c.bead else None) for c in changes] == [
         ("created", []), ("updated", ["security"])
     ]
+
+
+async def test_a_read_waits_only_for_the_creates_into_scopes_its_caller_may_read(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder],
+) -> None:
+    """A create another agent cannot see cannot change what that agent reads, so its read does not wait for the
+    create's work; the writer's own read does."""
+    first, second, gated = two_hubs
+    writer, other = new_ai(), new_ai()
+    private = await create_bead(first, writer, CreateBead(title="my own note", content="only I may read it"))
+    assert private.bead_id in (await second.outbox.handed_off_before())[1]
+    with settling(second, None, other):
+        async with asyncio.timeout(5):  # the hubs' wait is 30 s
+            await work_settled()
+    assert private.bead_id in (await second.outbox.handed_off_before())[1]  # still being worked on
+    asked = count_mark_checks(second)
+    with settling(second, None, writer):
+        reading = asyncio.ensure_future(work_settled())
+        await until("the writer's read waiting on its create", lambda: asked[0] > 1)
+        assert not reading.done()
+        gated.gate.set()
+        await reading
+    assert await second.outbox.handed_off_before() == (ANY, [])

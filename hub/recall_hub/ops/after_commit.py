@@ -79,12 +79,15 @@ async def settle_quietly(
     ctx: HubContext, bead_id: str, until: int | None = None, created: Created | None = None
 ) -> None:
     """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
-    Redis's epoch ms: those marked by then), as if they had settled inline: the change feed keeps the order
+    Redis's epoch ms: those marked by then; for a create's work, those into its scope), as if they had settled
+    inline: the change feed keeps the order
     of the replies, and a new bead's auto-links are found among the vectors of the beads before it. The write
     is committed, so a failure here is retried by the sweep and never turns an acknowledged write into an
     error. ``created``: as :func:`settle`."""
     try:
-        await handed_off_work_done(ctx, until=until)
+        # A create's work needs only the creates into its own scope: its auto-links are found there, and the
+        # change feed is kept per scope.
+        await handed_off_work_done(ctx, until=until, scopes=None if created is None else [scope_of(created.props)])
         await settle(ctx, bead_id, created=created)
     except Exception as exc:
         log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)

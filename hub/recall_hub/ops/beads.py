@@ -160,7 +160,7 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             at = None
             try:
                 await follow_session(ctx, stored)
-                _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id))
+                _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id, scope))
             finally:
                 marked.set_result(at)
     finally:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from recall_schemas.requests import index_seq_key as seq_key
 
 from recall_hub.store.index_log import REBUILD
+from recall_hub.store.vectors import caller_scopes
 from recall_hub.timeutil import now_ms
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ async def keyword_index_caught_up(ctx: HubContext) -> None:
 class _Settling:
     ctx: HubContext
     deadline: int | None
+    caller: str | None
     check: asyncio.Future[None] | None = None
 
 
@@ -98,12 +100,13 @@ _settling: ContextVar[_Settling | None] = ContextVar("recall_settling", default=
 
 
 @contextmanager
-def settling(ctx: HubContext, deadline: int | None) -> Iterator[None]:
+def settling(ctx: HubContext, deadline: int | None, caller: str | None = None) -> Iterator[None]:
     """Within this block, :func:`work_settled` waits for the creates handed off before it is first asked
-    (:func:`handed_off_work_done`; nothing to wait for unless ``create_settle = background``). The check runs
-    once, when a step first needs it or :func:`start_settle_check` starts it early; a block that never asks
-    pays nothing."""
-    state = _Settling(ctx, deadline) if ctx.settings.create_settle == "background" else None
+    (:func:`handed_off_work_done`; nothing to wait for unless ``create_settle = background``) — with ``caller``,
+    only for those into the scopes the caller may read, the only ones its read can show. The check runs once,
+    when a step first needs it or :func:`start_settle_check` starts it early; a block that never asks pays
+    nothing."""
+    state = _Settling(ctx, deadline, caller) if ctx.settings.create_settle == "background" else None
     token = _settling.set(state)
     try:
         yield
@@ -120,8 +123,19 @@ def start_settle_check() -> asyncio.Future[None] | None:
     if state is None:
         return None
     if state.check is None:
-        state.check = asyncio.ensure_future(handed_off_work_done(state.ctx, state.deadline))
+        state.check = asyncio.ensure_future(_settled_for(state))
     return state.check
+
+
+async def _settled_for(state: _Settling) -> None:
+    scopes = None
+    if state.caller is not None:
+        try:
+            scopes = caller_scopes(state.caller, await state.ctx.memberships.groups_of(state.caller))
+        except Exception as exc:  # the groups unreadable: wait for every create, as a read without a caller
+            log.warning("cannot read %s's groups (%s: %s); waiting for every earlier create",
+                        state.caller, type(exc).__name__, exc)
+    await handed_off_work_done(state.ctx, state.deadline, scopes=scopes)
 
 
 async def work_settled() -> None:
@@ -130,7 +144,9 @@ async def work_settled() -> None:
         await check
 
 
-async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, until: int | None = None) -> None:
+async def handed_off_work_done(
+    ctx: HubContext, deadline: int | None = None, until: int | None = None, scopes: Collection[str] | None = None
+) -> None:
     """With ``create_settle = background``: wait, within ``index_wait_s``, until every create whose reply came
     before this read has its after-commit work done (vector, links, feed entry), whichever hub took it — this
     hub's own hand-offs as they finish, every hub's by the marks they leave in Redis until the work is done
@@ -141,7 +157,8 @@ async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, unt
     one. For the operations of :data:`~recall_hub.retrieval.search.SETTLED_READERS`. With the caller's
     ``deadline`` (epoch ms) it waits at most half the time left, so the read still answers in time. With
     ``until`` (Redis's epoch ms) only for the creates marked by then: a handed-off create's own work waits so
-    for the creates before it (their vectors are what its auto-links are found among)."""
+    for the creates before it (their vectors are what its auto-links are found among). With ``scopes`` (vector
+    scopes) only for the creates into them."""
     if ctx.settings.create_settle != "background":
         return
     budget = ctx.settings.index_wait_s
@@ -149,10 +166,10 @@ async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, unt
         budget = min(budget, max(0.0, (deadline - now_ms()) / 2000))
     try:
         async with asyncio.timeout(budget):
-            until, marked = await ctx.outbox.handed_off_before(until)
+            until, marked = await ctx.outbox.handed_off_before(until, scopes)
             if marked:  # this hub's own, as they finish; then what is left, the other hubs', by their marks
                 await ctx.background.wait_for(marked)
-                _, marked = await ctx.outbox.handed_off_before(until)
+                _, marked = await ctx.outbox.handed_off_before(until, scopes)
             pause = 0.002
             while marked:
                 working = await ctx.outbox.system_first_tries(marked)
@@ -162,7 +179,7 @@ async def handed_off_work_done(ctx: HubContext, deadline: int | None = None, unt
                     break
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
-                _, marked = await ctx.outbox.handed_off_before(until)
+                _, marked = await ctx.outbox.handed_off_before(until, scopes)
     except TimeoutError:
         log.warning("creates up to %s ms still without their vectors after %.1f s; answering meanwhile",
                     until, budget)

@@ -321,7 +321,7 @@ class HubService:
                         self._check_deadline(deadline, "queued")  # the wait for a slot may have outlasted the caller
                         after = request.headers.get(INDEX_AFTER_HEADER) if request.headers else None
                         with (
-                            settling(self.ctx, deadline) if op in SETTLED_READERS else _NO_WAIT,
+                            settling(self.ctx, deadline, caller) if op in SETTLED_READERS else _NO_WAIT,
                             reading_after(after if op in KEYWORD_READERS else None),
                         ):
                             if op not in SETTLED_IN_RANK:

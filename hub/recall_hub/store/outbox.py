@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,19 @@ local t = redis.call('TIME')
 local at = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return at
+"""
+_CLEAR_HANDED_OFF = """
+local removed = 0
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local bead = string.match(member, '^[^ ]+')
+  for i = 1, #ARGV do
+    if bead == ARGV[i] then
+      removed = removed + redis.call('ZREM', KEYS[1], member)
+      break
+    end
+  end
+end
+return removed
 """
 _HANDED_OFF_BEFORE = """
 local upto = tonumber(ARGV[1])
@@ -177,22 +190,31 @@ class OutboxStore:
 
     # --- creates whose work follows the reply (create_settle = background) ---------------------------------
     # Marked on Redis's clock before the reply, cleared when the work is done: a read that starts after a
-    # create's reply, at any hub, finds the mark and waits for the work (retrieval/freshness.py).
+    # create's reply, at any hub, finds the mark and waits for the work (retrieval/freshness.py). A mark is
+    # "<bead id> <vector scope>": a read waits only for the creates in the scopes it may read.
 
-    async def mark_handed_off(self, bead_id: str) -> int:
-        """Mark a create as handed off; the mark's time (epoch ms on Redis's clock)."""
-        return int(await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), bead_id))
+    async def mark_handed_off(self, bead_id: str, scope: str) -> int:
+        """Mark a create into ``scope`` as handed off; the mark's time (epoch ms on Redis's clock)."""
+        return int(await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), f"{bead_id} {scope}"))
 
     async def clear_handed_off(self, *bead_ids: str) -> None:
-        await self.redis.zrem(self.keys.handed_off(), *bead_ids)
+        await self.redis.eval(_CLEAR_HANDED_OFF, 1, self.keys.handed_off(), *bead_ids)
 
-    async def handed_off_before(self, until: int | None = None) -> tuple[int, list[str]]:
+    async def handed_off_before(
+        self, until: int | None = None, scopes: Collection[str] | None = None
+    ) -> tuple[int, list[str]]:
         """``(until, beads)``: the creates marked at or before ``until`` (epoch ms on Redis's clock; None: Redis's
-        now) whose marks are still there, of the last :data:`HANDED_OFF_HORIZON_MS`."""
+        now) whose marks are still there, of the last :data:`HANDED_OFF_HORIZON_MS`; with ``scopes``, only those
+        into one of them (and any whose mark names no scope)."""
         reply = await self.redis.eval(
             _HANDED_OFF_BEFORE, 1, self.keys.handed_off(), -1 if until is None else until, HANDED_OFF_HORIZON_MS
         )
-        return int(reply[0]), [b.decode() if isinstance(b, bytes) else str(b) for b in reply[1]]
+        beads = []
+        for member in reply[1]:
+            bead, _, scope = (member.decode() if isinstance(member, bytes) else str(member)).partition(" ")
+            if scopes is None or not scope or scope in scopes:
+                beads.append(bead)
+        return int(reply[0]), beads
 
     async def system_first_tries(self, bead_ids: list[str]) -> set[str]:
         """Those of ``bead_ids`` whose create's work is on its first try (a hand-off's mark that outlived its work
