@@ -115,3 +115,14 @@ def test_a_suites_report_is_kept_as_plain_figures(tmp_path: Path) -> None:
                                  "model": "hash:384"}}
     save(new_record("growth", figures, command="recall bench --suite growth"), tmp_path)
     assert [(r.suite, r.figures) for r in load(tmp_path)] == [("growth", figures)]
+
+
+def test_a_peer_sitting_judges_the_ratio_of_each_runs_searches(tmp_path: Path) -> None:
+    for peer, hybrid in ((40.0, 10.0), (36.0, 12.0), (45.0, 10.0)):
+        figures = {"beads": 10_000, "samples": 300, "server": "npx -y @modelcontextprotocol/server-memory",
+                   "peer": {"p50_ms": peer, "p99_ms": peer * 2},
+                   "ours": {"search keyword": 4.0, "search hybrid": hybrid}}
+        save(new_record("peers", figures, command="python scripts/peer_mcp_memory.py --save x"), tmp_path)
+    table = "\n".join(current("peers")(load(tmp_path)))
+    assert "| peer / ours search hybrid | 4.0× | 3.0× | 4.5× | **4.0×** | ≥ 3×: met |" in table
+    assert "| peer search_nodes | 40.00 | 36.00 | 45.00 | **40.00** |  |" in table

@@ -279,6 +279,12 @@ def build_dataset(beads: int, seed: int, tag: str, related_per_bead: float = 2.0
     return data
 
 
+def bench_queries(data: Dataset, seed: int, samples: int) -> list[str]:
+    """The bus suite's search queries: 1–3 words drawn as the corpus draws them (the same for a seed)."""
+    rng = Random(seed + 8)
+    return [data.text(data.draw_words(rng, rng.choice((1, 1, 2, 2, 3)))) for _ in range(samples)]
+
+
 def _sees(data: Dataset, ai_id: str, bead: BeadPlan) -> bool:
     if bead.visibility == "global":
         return True

@@ -22,6 +22,7 @@ from recall_hub.bench.machine import commit, host
 RESULTS_DIR = Path("benchmarks/results")
 SUITES = (
     "bench", "locomo", "longmemeval", "tune", "flood", "growth", "keyword", "failover", "vectors", "embedder", "load",
+    "peers",
 )
 
 

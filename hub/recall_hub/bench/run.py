@@ -27,7 +27,6 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from random import Random
 
 import nats
 from nats.aio.client import Client as NATS
@@ -35,7 +34,7 @@ from recall_client import RecallClient
 from recall_schemas.subjects import inbox_prefix
 
 from recall_hub.bench.config import BenchConfig
-from recall_hub.bench.corpus import build_dataset, summarize
+from recall_hub.bench.corpus import bench_queries, build_dataset, summarize
 from recall_hub.bench.ingest import ingest_beads, ingest_long, publish_events
 from recall_hub.bench.latency import get_sizes, measure
 from recall_hub.bench.machine import code_version, describe_machine, load_average
@@ -138,10 +137,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
                 tap = SizeTap(nc)
             clients[ai] = RecallClient(ai, nats_url, nc=nc, timeout=config.timeout, retries=0)
         assert tap is not None
-        rng = Random(config.seed + 8)
-        queries = [
-            data.text(data.draw_words(rng, rng.choice((1, 1, 2, 2, 3)))) for _ in range(config.samples)
-        ]
+        queries = bench_queries(data, config.seed, config.samples)
         w = Workload(
             config=config, data=data, clients=clients, caller=caller, tap=tap, queries=queries, nats_url=nats_url,
             cleanup=cleanup, redis_url=redis_url, embedder=service.ctx.embedder if config.in_process_hub else None,

@@ -61,6 +61,8 @@ def _setup(record: Record) -> str:
                 + f", create settle {settle}")
     if record.suite == "locomo":
         return f"{len(figures.get('conversations', []))} conversations, plain={figures.get('plain')}"
+    if record.suite == "peers":
+        return f"{figures.get('beads')} beads, peer {figures.get('server')}"
     if record.suite == "load":
         c = figures.get("config", {})
         settle = c.get("create_settle", "inline")  # results files before it was said: the default then
@@ -128,6 +130,31 @@ def bench_table(sitting: list[Record]) -> list[str]:
         goal = f"≥ {target:.0%}: {_verdict(median, target, len(known), False)}" if target is not None else ""
         cells = " | ".join("-" if v is None else f"{v:.0%}" for v in values)
         lines.append(f"| {label} | {cells} | **{median:.0%}** | {goal} |")
+    return lines
+
+
+PEER_TARGET = 3.0
+"""The peer's search p50 over ours (hybrid), in the same run."""
+
+
+def peers_table(sitting: list[Record]) -> list[str]:
+    """``scripts/peer_mcp_memory.py --save``: the peer's search and ours on the same memory, each run's ratio."""
+    runs = len(sitting)
+    figures = [r.figures for r in sitting]
+    lines = [_about(sitting) + f" {figures[0]['beads']} beads, {figures[0]['samples']} queries; the peer: "
+             f"`{figures[0]['server']}`.", "",
+             "| p50 ms | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " | median | target |",
+             "|---" * (runs + 3) + "|"]
+    rows = [("peer search_nodes", [f["peer"]["p50_ms"] for f in figures]),
+            *((f"ours {name}", [f["ours"][name] for f in figures]) for name in figures[0]["ours"])]
+    for label, values in rows:
+        lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in values) + f" | **{_median(values):.2f}** |  |")
+    for name in figures[0]["ours"]:
+        ratios = [f["peer"]["p50_ms"] / f["ours"][name] for f in figures]
+        median = _median(ratios)
+        goal = f"≥ {PEER_TARGET:g}×: {_verdict(median, PEER_TARGET, runs, False)}" if name == "search hybrid" else ""
+        lines.append(f"| peer / ours {name} | " + " | ".join(f"{v:.1f}×" for v in ratios)
+                     + f" | **{median:.1f}×** | {goal} |")
     return lines
 
 
@@ -258,7 +285,7 @@ def load_table(sitting: list[Record]) -> list[str]:
 
 SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
     "bench": bench_table, "locomo": locomo_table, "longmemeval": longmemeval_table, "tune": tune_table,
-    "growth": growth_table, "load": load_table,
+    "growth": growth_table, "load": load_table, "peers": peers_table,
 }
 """How a sitting of each suite is shown: ``<!-- results:SUITE -->`` is the suite's newest sitting,
 ``<!-- results:SUITE:FILE -->`` the one run kept in ``FILE`` (a results file's name without ``.json``)."""

@@ -80,10 +80,9 @@ async def settle_quietly(
 ) -> None:
     """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
     Redis's epoch ms: those marked by then; for a create's work, those into its scope), as if they had settled
-    inline: the change feed keeps the order
-    of the replies, and a new bead's auto-links are found among the vectors of the beads before it. The write
-    is committed, so a failure here is retried by the sweep and never turns an acknowledged write into an
-    error. ``created``: as :func:`settle`."""
+    inline: the change feed keeps the order of the replies, and a new bead's auto-links are found among the
+    vectors of the beads before it. The write is committed, so a failure here is retried by the sweep and never
+    turns an acknowledged write into an error. ``created``: as :func:`settle`."""
     try:
         # A create's work needs only the creates into its own scope: its auto-links are found there, and the
         # change feed is kept per scope.
