@@ -194,10 +194,10 @@ async def _log_changes(
     ctx: HubContext, entry: OutboxEntry, props: Props | None, as_created: Props | None = None
 ) -> None:
     """The change-feed entries of one outbox entry (each logged once) and their notifications. A ``created``
-    entry shows the bead as created when the creating request says how (``as_created``): an edit committed
-    before the work ran (a handed-off create's, or one between an inline create's commit and its work) has
-    an ``updated`` entry of its own. Otherwise, and for every other entry, the bead as it is now."""
-    shown = as_created if entry.kind == "created" and as_created is not None else props
+    entry shows the bead as created when the creating request says how (``as_created``, given for ``created``
+    entries only): an edit committed before the work ran (a handed-off create's, or one between an inline
+    create's commit and its work) has an ``updated`` entry of its own. Otherwise the bead as it is now."""
+    shown = as_created if as_created is not None else props
     for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind not in ("deleted", "forgotten")):
         if entry.kind == "forgotten":
             action = "forgotten"  # gone like a deletion, and its earlier entries lose their content (ops/forget.py)
