@@ -116,10 +116,12 @@ SENTENCE_BUILD_EF = 50
 """How widely a sentence's vector looks for its neighbours as it is added (VADD's EF; 200 for the others): each
 costs ~1 ms at 200 on the test machine, a bead may have several, and a sentence's links matter less than its
 bead's own vector's."""
-ASKED_PER_BEAD = 2.0
+ASKED_PER_BEAD = 1.5
 """Vectors a search asks of each set per bead it wants (rounded up): a bead may have several (chunks,
-sentences)."""
-SEARCH_EF = 100
+sentences). With :data:`SEARCH_EF`, chosen by cross-validation over both quality sets among 50, 64, 75 and
+100 vectors asked with that EF (docs/benchmarks.md, "At 100k beads"): 75 moved no measure beyond its
+interval, and a hybrid search's four VSIMs cost mostly their EF."""
+SEARCH_EF = 75
 """How widely a search looks in each set (VSIM's EF; at least the number of vectors asked)."""
 CHUNKS_ATTRIBUTE = "chunks"
 """The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
