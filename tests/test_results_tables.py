@@ -122,7 +122,23 @@ def test_a_peer_sitting_judges_the_ratio_of_each_runs_searches(tmp_path: Path) -
         figures = {"beads": 10_000, "samples": 300, "server": "npx -y @modelcontextprotocol/server-memory",
                    "peer": {"p50_ms": peer, "p99_ms": peer * 2},
                    "ours": {"search keyword": 4.0, "search hybrid": hybrid}}
-        save(new_record("peers", figures, command="python scripts/peer_mcp_memory.py --save x"), tmp_path)
+        save(new_record("peers", figures, command="python scripts/peers.py --save x"), tmp_path)
     table = "\n".join(current("peers")(load(tmp_path)))
     assert "| peer / ours search hybrid | 4.0× | 3.0× | 4.5× | **4.0×** | ≥ 3×: met |" in table
     assert "| peer search_nodes | 40.00 | 36.00 | 45.00 | **40.00** |  |" in table
+
+
+def test_each_peer_has_its_own_table_and_target(tmp_path: Path) -> None:
+    for peer, hybrid in ((90.0, 10.0), (70.0, 10.0), (100.0, 10.0)):
+        figures = {"beads": 10_000, "samples": 300, "server": "mem0 2.2.1", "peer_kind": "mem0",
+                   "peer": {"p50_ms": peer, "p99_ms": peer * 2},
+                   "ours": {"search keyword": 4.0, "search hybrid": hybrid}}
+        save(new_record("peers", figures, command="python scripts/peers.py --peer mem0 --save x"), tmp_path)
+    figures = {"beads": 10_000, "samples": 300, "server": "npx -y @modelcontextprotocol/server-memory",
+               "peer": {"p50_ms": 20.0, "p99_ms": 40.0}, "ours": {"search keyword": 4.0, "search hybrid": 10.0}}
+    save(new_record("peers", figures, command="python scripts/peers.py --save x"), tmp_path)
+    mem0 = "\n".join(TABLES["mem0"](load(tmp_path)))
+    assert "| peer Memory.search | 90.00 | 70.00 | 100.00 | **90.00** |  |" in mem0
+    assert "| peer / ours search hybrid | 9.0× | 7.0× | 10.0× | **9.0×** | ≥ 8×: met |" in mem0
+    mcp = "\n".join(TABLES["peers"](load(tmp_path)))
+    assert "| peer / ours search hybrid | 2.0× | **2.0×** | ≥ 3×: 1 run(s): not judged |" in mcp

@@ -133,26 +133,34 @@ def bench_table(sitting: list[Record]) -> list[str]:
     return lines
 
 
-PEER_TARGET = 3.0
-"""The peer's search p50 over ours (hybrid), in the same run."""
+PEER_TARGETS = {"mcp-memory": 3.0, "mem0": 8.0}
+"""Each peer's search p50 over ours (hybrid), in the same run."""
+PEER_SEARCH = {"mcp-memory": "search_nodes", "mem0": "Memory.search"}
+
+
+def peer_kind(record: Record) -> str:
+    """Which peer a ``peers`` record measured (the MCP memory server's records before mem0 did not say)."""
+    return str(record.figures.get("peer_kind", "mcp-memory"))
 
 
 def peers_table(sitting: list[Record]) -> list[str]:
-    """``scripts/peer_mcp_memory.py --save``: the peer's search and ours on the same memory, each run's ratio."""
+    """``scripts/peers.py --save``: the peer's search and ours on the same memory, each run's ratio."""
     runs = len(sitting)
     figures = [r.figures for r in sitting]
+    kind = peer_kind(sitting[0])
     lines = [_about(sitting) + f" {figures[0]['beads']} beads, {figures[0]['samples']} queries; the peer: "
              f"`{figures[0]['server']}`.", "",
              "| p50 ms | " + " | ".join(f"run {i}" for i in range(1, runs + 1)) + " | median | target |",
              "|---" * (runs + 3) + "|"]
-    rows = [("peer search_nodes", [f["peer"]["p50_ms"] for f in figures]),
+    rows = [(f"peer {PEER_SEARCH[kind]}", [f["peer"]["p50_ms"] for f in figures]),
             *((f"ours {name}", [f["ours"][name] for f in figures]) for name in figures[0]["ours"])]
     for label, values in rows:
         lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in values) + f" | **{_median(values):.2f}** |  |")
     for name in figures[0]["ours"]:
         ratios = [f["peer"]["p50_ms"] / f["ours"][name] for f in figures]
         median = _median(ratios)
-        goal = f"≥ {PEER_TARGET:g}×: {_verdict(median, PEER_TARGET, runs, False)}" if name == "search hybrid" else ""
+        target = PEER_TARGETS[kind]
+        goal = f"≥ {target:g}×: {_verdict(median, target, runs, False)}" if name == "search hybrid" else ""
         lines.append(f"| peer / ours {name} | " + " | ".join(f"{v:.1f}×" for v in ratios)
                      + f" | **{median:.1f}×** | {goal} |")
     return lines
@@ -292,28 +300,29 @@ SITTING_TABLES: dict[str, Callable[[list[Record]], list[str]]] = {
 
 
 def current(
-    suite: str, settle: str | None = "background", beads: int = DEFAULT_BEADS
+    suite: str, settle: str | None = "background", beads: int = DEFAULT_BEADS, peer: str = "mcp-memory"
 ) -> Callable[[Sequence[Record]], list[str]]:
     """The newest sitting of ``suite``; of the bus suite, at ``beads`` beads, with creates settled as ``settle``
-    says (``background``, the hub's default, or ``inline``; None: either)."""
+    says (``background``, the hub's default, or ``inline``; None: either); of ``peers``, against ``peer``."""
     def table(records: Sequence[Record]) -> list[str]:
         groups = [
             g for g in sittings(records, suite)
-            if suite != "bench" or (
-                settle in (None, _create_settle(g[0])) and g[0].figures.get("beads") == beads
-            )
+            if (suite != "bench" or (settle in (None, _create_settle(g[0])) and g[0].figures.get("beads") == beads))
+            and (suite != "peers" or peer_kind(g[0]) == peer)
         ]
-        return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r} yet."]
+        against = f" against {peer}" if suite == "peers" else ""
+        return SITTING_TABLES[suite](groups[-1]) if groups else [f"No results file of suite {suite!r}{against} yet."]
 
     return table
 
 
 TABLES: dict[str, Callable[[Sequence[Record]], list[str]]] = {
     **{suite: current(suite) for suite in SITTING_TABLES}, "inline": current("bench", settle="inline"),
-    "large": current("bench", settle=None, beads=LARGE_BEADS), "history": history,
+    "large": current("bench", settle=None, beads=LARGE_BEADS), "mem0": current("peers", peer="mem0"),
+    "history": history,
 }
 _BLOCK = re.compile(
-    r"(<!-- results:(?P<name>[a-z]+(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
+    r"(<!-- results:(?P<name>[a-z][a-z0-9]*(?::[\w.-]+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S
 )
 
 
