@@ -33,7 +33,7 @@ from recall_hub.ops import after_commit, beads, indexing
 from recall_hub.retrieval import search
 from recall_hub.service import endpoints
 from recall_hub.store import beads as bead_store
-from recall_hub.store import bm25, graph, keyword_index, outbox, vectors
+from recall_hub.store import bm25, feed, graph, keyword_index, outbox, vectors
 
 OPERATIONS = {"create": "create", "keyword": "search keyword", "hybrid": "search hybrid", "get": "get"}
 STEPS: list[tuple[Any, str]] = [
@@ -45,7 +45,7 @@ STEPS: list[tuple[Any, str]] = [
     (outbox.OutboxStore, "system_pending"), (bead_store.BeadStore, "system_get"),
     (bead_store.BeadStore, "system_link_session_predecessor"), (indexing, "embed_beads"),
     (vectors.VectorStore, "add"), (bead_store.BeadStore, "system_mark_indexed"), (after_commit, "_link_related"),
-    (after_commit, "_log_changes"), (outbox.OutboxStore, "system_done"),
+    (feed.ChangeFeed, "log_once"), (outbox.OutboxStore, "system_done"),
 ]
 
 spent: dict[str, float] = collections.defaultdict(float)

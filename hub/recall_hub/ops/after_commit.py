@@ -30,7 +30,7 @@ from recall_hub.outages import log_failure
 from recall_hub.retrieval.embedding import embed_beads
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.beads import Props
-from recall_hub.store.feed import actions, feed_scope
+from recall_hub.store.feed import Logged, actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import now_ms
@@ -46,7 +46,7 @@ BULK_CONCURRENCY = 8
 @dataclass(frozen=True)
 class Created:
     """What the request that created a bead hands its work: the bead as the create committed it (what the
-    change feed's ``created`` entry shows, :func:`_log_changes`), and whether the request already linked it to
+    change feed's ``created`` entry shows, :func:`_changes`), and whether the request already linked it to
     its session and logged it for the keyword indexes (a handed-off create does both before its reply)."""
 
     props: Props
@@ -156,8 +156,9 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created:
         ]
         if links:
             await ctx.beads.system_link_related_many(links, AUTO_LINK_NOTE)
-    for entry in entries:
-        await _log_changes(ctx, entry, beads.get(entry.bead_id), as_created.get(entry.bead_id))
+    await ctx.feed.log_once(
+        [c for entry in entries for c in _changes(entry, beads.get(entry.bead_id), as_created.get(entry.bead_id))]
+    )
 
 
 async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
@@ -187,23 +188,24 @@ async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = N
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
-    await _log_changes(ctx, entry, props, None if created is None else created.props)
+    # Each logged once, and its notifications sent.
+    await ctx.feed.log_once(_changes(entry, props, None if created is None else created.props))
 
 
-async def _log_changes(
-    ctx: HubContext, entry: OutboxEntry, props: Props | None, as_created: Props | None = None
-) -> None:
-    """The change-feed entries of one outbox entry (each logged once) and their notifications. A ``created``
-    entry shows the bead as created when the creating request says how (``as_created``, given for ``created``
-    entries only): an edit committed before the work ran (a handed-off create's, or one between an inline
-    create's commit and its work) has an ``updated`` entry of its own. Otherwise the bead as it is now."""
+def _changes(entry: OutboxEntry, props: Props | None, as_created: Props | None = None) -> list[Logged]:
+    """The change-feed entries of one outbox entry. A ``created`` entry shows the bead as created when the
+    creating request says how (``as_created``, given for ``created`` entries only): an edit committed before the
+    work ran (a handed-off create's, or one between an inline create's commit and its work) has an ``updated``
+    entry of its own. Otherwise the bead as it is now."""
     shown = as_created if as_created is not None else props
+    changes = []
     for scope, action in actions(entry.old_feed, entry.new_feed, exists=entry.kind not in ("deleted", "forgotten")):
         if entry.kind == "forgotten":
             action = "forgotten"  # gone like a deletion, and its earlier entries lose their content (ops/forget.py)
         # The bead as it is now may have moved on; a snapshot goes only where the bead still is.
         snapshot = shown if props is not None and feed_scope(props) == scope else None
-        await ctx.feed.log_once(entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot)
+        changes.append(Logged(entry.entry_id, scope, action, entry.bead_id, entry.by, entry.at, snapshot))
+    return changes
 
 
 async def _link_related(ctx: HubContext, props: dict[str, Any], vector: np.ndarray) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from recall_schemas.coordination import Change, ChangeAction, Notification
@@ -60,6 +61,19 @@ def actions(old_scope: str | None, new_scope: str | None, exists: bool) -> list[
     return out
 
 
+@dataclass(frozen=True)
+class Logged:
+    """One change to log: outbox entry ``entry_id``'s ``action`` in ``scope`` (``props``: the bead it shows)."""
+
+    entry_id: str
+    scope: str
+    action: ChangeAction
+    bead_id: str
+    by: str
+    at_ms: int
+    props: Mapping[str, Any] | None
+
+
 class ChangeFeed:
     def __init__(self, redis: Redis, graph: GraphStore, keys: Keys, maxlen: int = 100_000) -> None:
         self.redis = redis
@@ -73,20 +87,26 @@ class ChangeFeed:
     def key(self, scope: str) -> str:
         return self.keys.changes(scope)
 
-    async def append_once(
-        self, entry_id: str, scope: str, action: ChangeAction, bead_id: str, by: str, at_ms: int,
-        props: Mapping[str, Any] | None,
-    ) -> Change | None:
-        """Log one change of outbox entry ``entry_id`` in ``scope``; None if it was logged before."""
-        bead = bead_from_props(props) if props is not None and action != "deleted" else None
-        draft = Change(cursor="0-0", scope=scope, action=action, bead_id=bead_id, by=by, at=from_ms(at_ms), bead=bead)
-        cursor = await self._append_once(
-            keys=[self.key(scope), self.keys.outbox_done(entry_id, f"feed:{scope}")],
-            args=[draft.model_dump_json(exclude={"cursor"}), self.maxlen, DONE_TTL_S],
-        )
-        if not cursor:
-            return None
-        return draft.model_copy(update={"cursor": cursor.decode() if isinstance(cursor, bytes) else str(cursor)})
+    async def append_once(self, changes: Sequence[Logged]) -> list[Change | None]:
+        """Log each change once, in order, in one round trip; each the change as logged, or None if it was before."""
+        drafts = [
+            Change(cursor="0-0", scope=c.scope, action=c.action, bead_id=c.bead_id, by=c.by, at=from_ms(c.at_ms),
+                   bead=bead_from_props(c.props) if c.props is not None and c.action != "deleted" else None)
+            for c in changes
+        ]
+        pipe = self.redis.pipeline(transaction=False)
+        for change, draft in zip(changes, drafts, strict=True):
+            await self._append_once(
+                keys=[self.key(change.scope), self.keys.outbox_done(change.entry_id, f"feed:{change.scope}")],
+                args=[draft.model_dump_json(exclude={"cursor"}), self.maxlen, DONE_TTL_S],
+                client=pipe,
+            )
+        cursors = await pipe.execute()
+        return [
+            draft.model_copy(update={"cursor": cursor.decode() if isinstance(cursor, bytes) else str(cursor)})
+            if cursor else None
+            for draft, cursor in zip(drafts, cursors, strict=True)
+        ]
 
     async def system_members(self, scope: str) -> list[str]:
         """Who is told of a change in ``scope`` (current members; everyone for ``global``)."""
@@ -98,22 +118,25 @@ class ChangeFeed:
             )
         return [row[0] for row in rows]
 
-    async def log_once(
-        self, entry_id: str, scope: str, action: ChangeAction, bead_id: str, by: str, at_ms: int,
-        props: Mapping[str, Any] | None,
-    ) -> None:
-        """:meth:`append_once`, then (when it logged the change) tell the scope's members, read meanwhile."""
+    async def log_once(self, changes: Sequence[Logged]) -> None:
+        """:meth:`append_once`, then tell the members of each scope (read meanwhile, once a scope) of the changes
+        it logged."""
+        if not changes:
+            return
         if self.notifier is None:
-            await self.append_once(entry_id, scope, action, bead_id, by, at_ms, props)
+            await self.append_once(changes)
             return
-        change, members = await asyncio.gather(
-            self.append_once(entry_id, scope, action, bead_id, by, at_ms, props), self.system_members(scope)
+        scopes = list(dict.fromkeys(c.scope for c in changes))
+        logged, members = await asyncio.gather(
+            self.append_once(changes), asyncio.gather(*map(self.system_members, scopes))
         )
-        if change is None:
-            return
-        body = Notification(kind="change", change=change).model_dump_json().encode()
-        for ai_id in members:
-            await self.notify_raw(ai_id, body)
+        members_of = dict(zip(scopes, members, strict=True))
+        for change in logged:
+            if change is None:
+                continue
+            body = Notification(kind="change", change=change).model_dump_json().encode()
+            for ai_id in members_of[change.scope]:
+                await self.notify_raw(ai_id, body)
 
     async def notify(self, ai_id: str, notification: Notification) -> None:
         await self.notify_raw(ai_id, notification.model_dump_json().encode())
