@@ -13,10 +13,10 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.early import EarlyVectors
 from recall_hub.embedders.hashing import HashEmbedder
-from recall_hub.ops.beads import create_bead
+from recall_hub.ops.beads import create_bead, create_beads
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.vectors import scope_of
-from recall_schemas import CreateBead, NotFound, Visibility
+from recall_schemas import CreateBead, CreateBeads, NotFound, Visibility
 
 from tests.conftest import new_ai
 
@@ -84,6 +84,42 @@ async def test_a_refused_or_replayed_create_leaves_no_embedding_behind(
     first = await create_bead(ctx, writer, again)
     replay = await create_bead(ctx, writer, again)
     assert replay.bead_id == first.bead_id
+    assert len(ctx.early_vectors) == 0
+
+
+async def test_a_batch_embeds_its_texts_while_it_commits_and_leaves_no_embedding_behind(
+    recorded: tuple[HubContext, list[str]],
+) -> None:
+    ctx, events = recorded
+    create_many = ctx.beads.create_many
+
+    async def noted(*args: object, **kwargs: object) -> object:
+        found = await create_many(*args, **kwargs)  # type: ignore[arg-type]
+        events.append("committed")
+        return found
+
+    ctx.beads.create_many = noted  # type: ignore[method-assign,assignment]
+    writer, tag = new_ai(), secrets.token_hex(4)
+    key = f"k-{tag}"
+    made = await create_beads(ctx, writer, CreateBeads(beads=[
+        CreateBead(title=f"batch {tag} 0", content="while the batch commits", idempotency_key=key),
+        CreateBead(title=f"batch {tag} 1", content="a replay of the first", idempotency_key=key),
+        CreateBead(title=f"batch {tag} 2", content="while the batch commits"),
+        CreateBead(title="not my group", visibility=Visibility.GROUP, group_id=f"g_{tag}"),
+    ]))
+    first, replay, other, refused = made.items
+    assert first.created and other.created and replay.bead_id == first.bead_id and not replay.created
+    assert refused.error is not None and refused.error.code == "not_found"
+    for n in (0, 2):
+        text = f"embed:batch {tag} {n}\nwhile the batch commits"
+        assert events.count(text) == 1
+        assert events.index(text) < events.index("committed")
+    scope = scope_of({"visibility": "private", "created_by": writer})
+    assert first.bead_id is not None and other.bead_id is not None
+    for bead_id, n in ((first.bead_id, 0), (other.bead_id, 2)):
+        stored = await ctx.vectors.vector(bead_id, scope)
+        expected = (await HashEmbedder().embed([f"batch {tag} {n}\nwhile the batch commits"]))[0]
+        assert stored is not None and float(np.dot(stored, expected)) > 0.99
     assert len(ctx.early_vectors) == 0
 
 

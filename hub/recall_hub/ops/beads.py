@@ -181,6 +181,21 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
             pending.append((i, *new_bead_props(caller, bead, start + i)))
         except RecallError as exc:
             items[i] = CreatedItem(error=exc.to_reply().error)
+    for _, props, _ in pending:
+        embed_early(ctx, props)  # the model's time overlaps the checks, the commit and the links below
+    try:
+        await _create_batch(ctx, caller, req, pending, items)
+    finally:
+        for _, props, _ in pending:  # those the work did not take: refused, replayed, or it did without
+            ctx.early_vectors.drop(props["bead_id"])
+    return CreatedBeads(items=[item or CreatedItem() for item in items])
+
+
+async def _create_batch(
+    ctx: HubContext, caller: str, req: CreateBeads, pending: list[tuple[int, dict[str, Any], str]],
+    items: list[CreatedItem | None],
+) -> None:
+    """:func:`create_beads` for the beads whose properties were made: each one's outcome into ``items``."""
     refusals = await refuse_forgotten(
         ctx, caller, [props for _, props, _ in pending], [idem for _, _, idem in pending]
     )
@@ -214,7 +229,6 @@ async def create_beads(ctx: HubContext, caller: str, req: CreateBeads) -> Create
             items[i] = CreatedItem(bead_id=made.bead_id, created=stored[position][1])
         except RecallError as exc:
             items[i] = CreatedItem(error=exc.to_reply().error)
-    return CreatedBeads(items=[item or CreatedItem() for item in items])
 
 
 async def get_bead(ctx: HubContext, caller: str, req: GetBead) -> MemoryBead:
