@@ -249,6 +249,26 @@ async def test_auto_links_follow_the_session_and_relate_similar_beads(connect):
     assert related[0].properties.similarity is not None and related[0].properties.similarity >= 0.75
 
 
+async def test_a_batch_links_its_beads_as_creates_one_at_a_time_would(connect):
+    me = await connect()
+    session = new_id("s")
+    first = await me.create_bead("Flaky test in checkout", "test_checkout fails one run in ten", session_id=session)
+    fixed, disk = await me.create_beads([
+        CreateBead(title="Flaky test in checkout fixed", content="test_checkout fails one run in ten: fixed the race",
+                   session_id=session),
+        CreateBead(title="Disk quota on the build host", content="the build host ran out of disk space at noon",
+                   session_id=session),
+    ])
+    assert fixed.bead_id is not None and disk.bead_id is not None
+
+    async def links(bead_id: str, rel_type: str) -> set[tuple[str, str]]:
+        return {(r.from_id, r.to_id) for r in await me.get_relationships(bead_id) if r.rel_type == rel_type}
+
+    assert await links(fixed.bead_id, "FOLLOWS_FROM") == {(disk.bead_id, fixed.bead_id), (fixed.bead_id, first.bead_id)}
+    assert await links(fixed.bead_id, "RELATED_TO") == {(fixed.bead_id, first.bead_id)}
+    assert await links(disk.bead_id, "RELATED_TO") == set()
+
+
 async def test_why_returns_the_connected_subgraph_inside_the_callers_view(connect):
     me, other = await connect(), await connect()
     incident = await me.create_bead(

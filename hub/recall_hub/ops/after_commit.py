@@ -140,13 +140,9 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created:
     )
     settings = ctx.settings
     if settings.auto_related and settings.related_max > 0 and present:
-        found = []
-        pairs = list(zip(present, vectors, strict=True))
-        for k in range(0, len(pairs), BULK_CONCURRENCY):  # bounded: each search holds a Redis connection
-            found += await asyncio.gather(*(
-                ctx.vectors.search([scope_of(beads[b])], v, settings.related_max + 1)
-                for b, v in pairs[k : k + BULK_CONCURRENCY]
-            ))
+        found = await ctx.vectors.search_many(
+            [([scope_of(beads[b])], v, settings.related_max + 1) for b, v in zip(present, vectors, strict=True)]
+        )
         links = [
             {"from": b, "id": h.bead_id, "sim": round(h.similarity, 4)}
             for b, hits in zip(present, found, strict=True)

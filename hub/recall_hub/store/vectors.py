@@ -294,25 +294,29 @@ class VectorStore:
         """The ``k`` nearest beads across ``scopes`` (one VSIM per set, in one round trip), each bead scored by
         its nearest chunk. :data:`ASKED_PER_BEAD` times ``k`` vectors are asked for, so that several chunks of
         one bead leave room."""
-        blob = vector.astype(np.float32).tobytes()
         keys = [self.key(s) for s in scopes]
-        asked = math.ceil(ASKED_PER_BEAD * k)
-        replies = await self._read(lambda client: self._vsim(client, keys, blob, asked, filter_expr))
-        answered = []
-        for key, reply in zip(keys, replies, strict=True):
-            if isinstance(reply, Exception):
-                if "key" not in str(reply).lower():
-                    log.warning("VSIM on %s failed: %s", key, reply)
-                continue
-            answered.append(reply)
-        return [VectorHit(bead_id=b, similarity=s) for b, s in nearest_beads(answered, k)]
+        args = _vsim_args(vector, k, filter_expr)
+        replies = await self._read(lambda client: self._vsim(client, keys, args))
+        return _nearest(keys, replies, k)
 
-    async def _vsim(self, client: Redis, keys: list[str], blob: bytes, k: int, filter_expr: str | None) -> list[Any]:
+    async def search_many(self, queries: Sequence[tuple[Iterable[str], np.ndarray, int]]) -> list[list[VectorHit]]:
+        """:meth:`search` for each ``(scopes, vector, k)``, all in one pipeline: the sets are searched one after
+        another, for bulk work where the cores are busy anyway and a round trip each would cost more."""
+        asked = [([self.key(s) for s in scopes], _vsim_args(vector, k, None), k) for scopes, vector, k in queries]
+
+        async def run(client: Redis) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for keys, args, _ in asked:
+                for key in keys:
+                    pipe.execute_command("VSIM", key, *args)
+            return await self._execute(pipe, raise_on_error=False)
+
+        replies = iter(await self._read(run))
+        return [_nearest(keys, [next(replies) for _ in keys], k) for keys, _, k in asked]
+
+    async def _vsim(self, client: Redis, keys: list[str], args: list[Any]) -> list[Any]:
         """One VSIM per set, each on a connection of its own: Redis runs VSIM on its worker threads, so the
         sets are searched in parallel (a pipeline on one connection would search them one after another)."""
-        args: list[Any] = ["FP32", blob, "WITHSCORES", "COUNT", k, "EF", max(SEARCH_EF, k)]
-        if filter_expr:
-            args += ["FILTER", filter_expr, "FILTER-EF", max(k * 100, 1000)]
         searches = [client.execute_command("VSIM", key, *args) for key in keys]  # type: ignore[no-untyped-call]
         replies = await asyncio.gather(*searches, return_exceptions=True)
         for reply in replies:
@@ -354,6 +358,29 @@ def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: 
         if sentences:
             described[SENTENCES_ATTRIBUTE] = True
     return json.dumps(described)
+
+
+def _vsim_args(vector: np.ndarray, k: int, filter_expr: str | None) -> list[Any]:
+    """VSIM's arguments after the key: :data:`ASKED_PER_BEAD` times ``k`` vectors nearest ``vector``."""
+    asked = math.ceil(ASKED_PER_BEAD * k)
+    args: list[Any] = ["FP32", vector.astype(np.float32).tobytes(), "WITHSCORES", "COUNT", asked, "EF",
+                       max(SEARCH_EF, asked)]
+    if filter_expr:
+        args += ["FILTER", filter_expr, "FILTER-EF", max(asked * 100, 1000)]
+    return args
+
+
+def _nearest(keys: Sequence[str], replies: Sequence[Any], k: int) -> list[VectorHit]:
+    """The ``k`` nearest beads from one search's VSIM replies (a set's error: skipped, logged unless the set does
+    not exist)."""
+    answered = []
+    for key, reply in zip(keys, replies, strict=True):
+        if isinstance(reply, Exception):
+            if "key" not in str(reply).lower():
+                log.warning("VSIM on %s failed: %s", key, reply)
+            continue
+        answered.append(reply)
+    return [VectorHit(bead_id=b, similarity=s) for b, s in nearest_beads(answered, k)]
 
 
 def nearest_beads(replies: Sequence[Any], k: int) -> list[tuple[str, float]]:
