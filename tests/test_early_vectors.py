@@ -33,20 +33,26 @@ class RecordingEmbedder(HashEmbedder):
         return await super().embed(texts)
 
 
+def _note_commits(store: object, write: str, events: list[str]) -> None:
+    """Note ``committed`` in ``events`` each time ``store.<write>`` returns."""
+    original = getattr(store, write)
+
+    async def noted(*args: object, **kwargs: object) -> object:
+        found = await original(*args, **kwargs)
+        events.append("committed")
+        return found
+
+    setattr(store, write, noted)
+
+
 @pytest.fixture
 async def recorded(settings: HubSettings) -> AsyncIterator[tuple[HubContext, list[str]]]:
     events: list[str] = []
     ctx = await HubContext.connect(
         settings.model_copy(update={"graph_name": f"early_{secrets.token_hex(4)}"}), embedder=RecordingEmbedder(events)
     )
-    create = ctx.beads.create
-
-    async def noted(*args: object, **kwargs: object) -> object:
-        found = await create(*args, **kwargs)  # type: ignore[arg-type]
-        events.append("committed")
-        return found
-
-    ctx.beads.create = noted  # type: ignore[method-assign,assignment]
+    for write in ("create", "create_many"):
+        _note_commits(ctx.beads, write, events)
     try:
         yield ctx, events
     finally:
@@ -91,14 +97,6 @@ async def test_a_batch_embeds_its_texts_while_it_commits_and_leaves_no_embedding
     recorded: tuple[HubContext, list[str]],
 ) -> None:
     ctx, events = recorded
-    create_many = ctx.beads.create_many
-
-    async def noted(*args: object, **kwargs: object) -> object:
-        found = await create_many(*args, **kwargs)  # type: ignore[arg-type]
-        events.append("committed")
-        return found
-
-    ctx.beads.create_many = noted  # type: ignore[method-assign,assignment]
     writer, tag = new_ai(), secrets.token_hex(4)
     key = f"k-{tag}"
     made = await create_beads(ctx, writer, CreateBeads(beads=[
