@@ -32,7 +32,7 @@ from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.beads import Props
 from recall_hub.store.feed import Logged, actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
-from recall_hub.store.vectors import scope_of
+from recall_hub.store.vectors import VectorHit, scope_of
 from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
@@ -144,11 +144,7 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created:
             [([scope_of(beads[b])], v, settings.related_max + 1) for b, v in zip(present, vectors, strict=True)]
         )
         links = [
-            {"from": b, "id": h.bead_id, "sim": round(h.similarity, 4)}
-            for b, hits in zip(present, found, strict=True)
-            for h in [h for h in hits if h.bead_id != b and h.similarity >= settings.related_threshold][
-                : settings.related_max
-            ]
+            {"from": b, **row} for b, hits in zip(present, found, strict=True) for row in _similar(ctx, b, hits)
         ]
         if links:
             await ctx.beads.system_link_related_many(links, AUTO_LINK_NOTE)
@@ -184,7 +180,6 @@ async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = N
         await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
-    # Each logged once, and its notifications sent.
     await ctx.feed.log_once(_changes(entry, props, None if created is None else created.props))
 
 
@@ -211,14 +206,16 @@ async def _link_related(ctx: HubContext, props: dict[str, Any], vector: np.ndarr
     if not settings.auto_related or settings.related_max == 0:
         return
     bead_id = str(props["bead_id"])
-    hits = await ctx.vectors.search([scope_of(props)], vector, settings.related_max + 1)
-    similar = [
-        {"id": h.bead_id, "sim": round(h.similarity, 4)}
-        for h in hits
-        if h.bead_id != bead_id and h.similarity >= settings.related_threshold
-    ][: settings.related_max]
+    similar = _similar(ctx, bead_id, await ctx.vectors.search([scope_of(props)], vector, settings.related_max + 1))
     if similar:
         await ctx.beads.system_link_related(bead_id, similar, AUTO_LINK_NOTE)
+
+
+def _similar(ctx: HubContext, bead_id: str, hits: list[VectorHit]) -> list[dict[str, Any]]:
+    """Of a new bead's nearest ``hits`` (itself among them), those it is RELATED_TO: ``{"id", "sim"}`` rows."""
+    settings = ctx.settings
+    near = [h for h in hits if h.bead_id != bead_id and h.similarity >= settings.related_threshold]
+    return [{"id": h.bead_id, "sim": round(h.similarity, 4)} for h in near[: settings.related_max]]
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:

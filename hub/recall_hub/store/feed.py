@@ -80,7 +80,6 @@ class ChangeFeed:
         self.keys = keys
         self.graph = graph
         self.maxlen = maxlen
-        self._append_once = redis.register_script(_APPEND_ONCE)
         self.notifier: Notifier | None = None
         """Set by the transport: publishes bytes on a subject. None: log only (tests of the domain)."""
 
@@ -94,12 +93,12 @@ class ChangeFeed:
                    bead=bead_from_props(c.props) if c.props is not None and c.action != "deleted" else None)
             for c in changes
         ]
+        # EVAL, not a registered script: a pipeline holding one asks SCRIPT EXISTS first, a round trip more.
         pipe = self.redis.pipeline(transaction=False)
         for change, draft in zip(changes, drafts, strict=True):
-            await self._append_once(
-                keys=[self.key(change.scope), self.keys.outbox_done(change.entry_id, f"feed:{change.scope}")],
-                args=[draft.model_dump_json(exclude={"cursor"}), self.maxlen, DONE_TTL_S],
-                client=pipe,
+            pipe.eval(
+                _APPEND_ONCE, 2, self.key(change.scope), self.keys.outbox_done(change.entry_id, f"feed:{change.scope}"),
+                draft.model_dump_json(exclude={"cursor"}), self.maxlen, DONE_TTL_S,
             )
         cursors = await pipe.execute()
         return [
