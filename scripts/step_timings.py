@@ -38,7 +38,8 @@ from recall_hub.store import bm25, feed, graph, keyword_index, outbox, vectors
 OPERATIONS = {"create": "create", "keyword": "search keyword", "hybrid": "search hybrid", "get": "get"}
 STEPS: list[tuple[Any, str]] = [
     (endpoints, "handle"), (endpoints, "dispatch"),
-    (search, "searchable_scopes"), (search, "keyword_candidates"), (search, "_nearest_to"), (search, "screen"),
+    (search, "searchable_scopes"), (search, "keyword_candidates"), (search, "_nearest_to"), (search, "_query_vector"),
+    (search, "work_settled"), (search, "_nearest"), (vectors.VectorStore, "_vsim"), (search, "screen"),
     (search, "_admit"), (search, "_hydrate"), (bead_store.BeadStore, "many"), (graph.GraphStore, "_values"),
     (keyword_index.KeywordIndex, "search_screened"), (bm25.WordCounts, "scores"),
     (beads, "check_not_forgotten"), (bead_store.BeadStore, "create"), (beads, "settle_quietly"),

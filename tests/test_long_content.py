@@ -56,7 +56,7 @@ def every_entry_read(replies: list[list[bytes]], k: int) -> list[tuple[str, floa
     return sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 
-def test_nearest_beads_read_only_as_far_as_needed_are_the_nearest_beads_of_every_vector() -> None:
+def test_nearest_beads_are_the_nearest_beads_of_every_vector() -> None:
     rng = random.Random(5)
     for _ in range(2000):
         replies = []
