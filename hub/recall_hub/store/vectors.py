@@ -122,6 +122,11 @@ sentences). With :data:`SEARCH_EF`, chosen by cross-validation over both quality
 interval, and a hybrid search's four VSIMs cost mostly their EF."""
 SEARCH_EF = 75
 """How widely a search looks in each set (VSIM's EF; at least the number of vectors asked)."""
+SEARCH_ON_MAIN_THREAD = True
+"""A search's VSIMs without a filter run on Redis's main thread (``NOTHREAD``): Redis hands each threaded VSIM to a
+thread of its own and back, which cost more than it overlapped — four sets at 10k beads, the same queries in
+turn, 1.74 ms p50 on the main thread against 2.02 threaded (docs/benchmarks.md). A filtered VSIM, which may
+read far more of its set (``FILTER-EF``), keeps its thread so that it never holds Redis up."""
 CHUNKS_ATTRIBUTE = "chunks"
 """The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
 
@@ -295,6 +300,8 @@ class VectorStore:
         one bead leave room."""
         keys = [self.key(s) for s in scopes]
         args = _vsim_args(vector, k, filter_expr)
+        if SEARCH_ON_MAIN_THREAD and not filter_expr:
+            args.append("NOTHREAD")
         replies = await self._read(lambda client: self._vsim(client, keys, args))
         return _nearest(keys, replies, k)
 
@@ -314,8 +321,8 @@ class VectorStore:
         return [_nearest(keys, [next(replies) for _ in keys], k) for keys, _, k in asked]
 
     async def _vsim(self, client: Redis, keys: list[str], args: list[Any]) -> list[Any]:
-        """One VSIM per set, each on a connection of its own: Redis runs VSIM on its worker threads, so the
-        sets are searched in parallel (a pipeline on one connection would search them one after another)."""
+        """One VSIM per set, each on a connection of its own: a threaded VSIM (with a filter) runs beside the others
+        (a pipeline on one connection would run them one after another)."""
         searches = [client.execute_command("VSIM", key, *args) for key in keys]  # type: ignore[no-untyped-call]
         replies = await asyncio.gather(*searches, return_exceptions=True)
         for reply in replies:
