@@ -299,9 +299,7 @@ class VectorStore:
         its nearest chunk. :data:`ASKED_PER_BEAD` times ``k`` vectors are asked for, so that several chunks of
         one bead leave room."""
         keys = [self.key(s) for s in scopes]
-        args = _vsim_args(vector, k, filter_expr)
-        if SEARCH_ON_MAIN_THREAD and not filter_expr:
-            args.append("NOTHREAD")
+        args = _vsim_args(vector, k, filter_expr, main_thread=SEARCH_ON_MAIN_THREAD)
         replies = await self._read(lambda client: self._vsim(client, keys, args))
         return _nearest(keys, replies, k)
 
@@ -366,13 +364,16 @@ def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: 
     return json.dumps(described)
 
 
-def _vsim_args(vector: np.ndarray, k: int, filter_expr: str | None) -> list[Any]:
-    """VSIM's arguments after the key: :data:`ASKED_PER_BEAD` times ``k`` vectors nearest ``vector``."""
+def _vsim_args(vector: np.ndarray, k: int, filter_expr: str | None, main_thread: bool = False) -> list[Any]:
+    """VSIM's arguments after the key: :data:`ASKED_PER_BEAD` times ``k`` vectors nearest ``vector``; with
+    ``main_thread``, on Redis's main thread unless filtered (:data:`SEARCH_ON_MAIN_THREAD`)."""
     asked = math.ceil(ASKED_PER_BEAD * k)
     args: list[Any] = ["FP32", vector.astype(np.float32).tobytes(), "WITHSCORES", "COUNT", asked, "EF",
                        max(SEARCH_EF, asked)]
     if filter_expr:
         args += ["FILTER", filter_expr, "FILTER-EF", max(asked * 100, 1000)]
+    elif main_thread:
+        args.append("NOTHREAD")
     return args
 
 
