@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -123,10 +124,17 @@ interval, and a hybrid search's four VSIMs cost mostly their EF."""
 SEARCH_EF = 75
 """How widely a search looks in each set (VSIM's EF; at least the number of vectors asked)."""
 SEARCH_ON_MAIN_THREAD = True
-"""A search's VSIMs without a filter run on Redis's main thread (``NOTHREAD``): Redis hands each threaded VSIM to a
-thread of its own and back, which cost more than it overlapped — four sets at 10k beads, the same queries in
-turn, 1.74 ms p50 on the main thread against 2.02 threaded (docs/benchmarks.md). A filtered VSIM, which may
-read far more of its set (``FILTER-EF``), keeps its thread so that it never holds Redis up."""
+"""A search's VSIMs without a filter run on Redis's main thread (``NOTHREAD``) while its sets are small (up to
+:data:`MAIN_THREAD_UP_TO` vectors together): Redis hands a threaded VSIM to a thread of its own and back, which
+costs more than searching a few thousand vectors. A filtered VSIM, which may read far more of its set
+(``FILTER-EF``), keeps its thread so that it never holds Redis up."""
+MAIN_THREAD_UP_TO = 15_000
+"""Above this many vectors in the sets a search reads, its VSIMs go to Redis's threads, which search the sets side
+by side: the four VSIMs of the bench's searches (``scripts/vsim_threads.py``), threads against main thread, p50 ms:
+1.46 / 1.39 at 11,536 vectors, 2.08 / 2.52 at 32,079, 2.23 / 2.83 at 47,433, 2.46 / 3.09 at 92,597, 3.90 / 4.87
+at 306,186 (docs/benchmarks.md)."""
+SET_SIZES_KEPT_S = 30.0
+"""How long a set's size (``VCARD``, read beside a search's VSIMs) is taken as it was read."""
 CHUNKS_ATTRIBUTE = "chunks"
 """The first vector's attributes say how many the bead has, so each write and removal reaches all of them."""
 
@@ -182,6 +190,8 @@ class VectorStore:
         self.model_id = model_id
         self.quantization = quantization
         self.keys = keys
+        self._sizes: dict[str, tuple[int, float]] = {}
+        """Each set's size (vectors) as a search last read it, and when (``time.monotonic``)."""
 
     def key(self, scope: str) -> str:
         return self.keys.vectors(self.model_id, scope)
@@ -299,9 +309,14 @@ class VectorStore:
         its nearest chunk. :data:`ASKED_PER_BEAD` times ``k`` vectors are asked for, so that several chunks of
         one bead leave room."""
         keys = [self.key(s) for s in scopes]
-        args = _vsim_args(vector, k, filter_expr, main_thread=SEARCH_ON_MAIN_THREAD)
+        main_thread = SEARCH_ON_MAIN_THREAD and self._vectors_in(keys) <= MAIN_THREAD_UP_TO
+        args = _vsim_args(vector, k, filter_expr, main_thread=main_thread)
         replies = await self._read(lambda client: self._vsim(client, keys, args))
         return _nearest(keys, replies, k)
+
+    def _vectors_in(self, keys: Iterable[str]) -> int:
+        """How many vectors the sets ``keys`` hold together, as searches last read their sizes (none read: 0)."""
+        return sum(self._sizes[key][0] for key in keys if key in self._sizes)
 
     async def search_many(self, queries: Sequence[tuple[Iterable[str], np.ndarray, int]]) -> list[list[VectorHit]]:
         """:meth:`search` for each ``(scopes, vector, k)``, all in one pipeline: the sets are searched one after
@@ -319,16 +334,23 @@ class VectorStore:
         return [_nearest(keys, [next(replies) for _ in keys], k) for keys, _, k in asked]
 
     async def _vsim(self, client: Redis, keys: list[str], args: list[Any]) -> list[Any]:
-        """One VSIM per set, each on a connection of its own: a threaded VSIM (with a filter) runs beside the others
-        (a pipeline on one connection would run them one after another)."""
+        """One VSIM per set, each on a connection of its own: a threaded VSIM runs beside the others (a pipeline on
+        one connection would run them one after another). Beside them, the size of each set not read for
+        :data:`SET_SIZES_KEPT_S`, which :meth:`search` weighs against :data:`MAIN_THREAD_UP_TO`."""
+        now = time.monotonic()
+        unsized = [key for key in keys if now - self._sizes.get(key, (0, -math.inf))[1] > SET_SIZES_KEPT_S]
         searches = [client.execute_command("VSIM", key, *args) for key in keys]  # type: ignore[no-untyped-call]
-        replies = await asyncio.gather(*searches, return_exceptions=True)
+        sizes = [client.execute_command("VCARD", key) for key in unsized]  # type: ignore[no-untyped-call]
+        replies = await asyncio.gather(*searches, *sizes, return_exceptions=True)
         for reply in replies:
             if isinstance(reply, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
                 raise Unavailable(f"vector store unreachable: {reply}") from reply
             if isinstance(reply, BaseException) and not isinstance(reply, redis.exceptions.ResponseError):
                 raise reply
-        return list(replies)
+        for key, size in zip(unsized, replies[len(keys):], strict=True):
+            if isinstance(size, int):
+                self._sizes[key] = (size, now)
+        return list(replies[: len(keys)])
 
     @staticmethod
     async def _vemb(client: Redis, key: str, bead_id: str) -> Any:
