@@ -123,16 +123,14 @@ sentences). With :data:`SEARCH_EF`, chosen by cross-validation over both quality
 interval, and a hybrid search's four VSIMs cost mostly their EF."""
 SEARCH_EF = 75
 """How widely a search looks in each set (VSIM's EF; at least the number of vectors asked)."""
-SEARCH_ON_MAIN_THREAD = True
-"""A search's VSIMs without a filter run on Redis's main thread (``NOTHREAD``) while its sets are small (up to
-:data:`MAIN_THREAD_UP_TO` vectors together): Redis hands a threaded VSIM to a thread of its own and back, which
-costs more than searching a few thousand vectors. A filtered VSIM, which may read far more of its set
-(``FILTER-EF``), keeps its thread so that it never holds Redis up."""
 MAIN_THREAD_UP_TO = 15_000
-"""Above this many vectors in the sets a search reads, its VSIMs go to Redis's threads, which search the sets side
-by side: the four VSIMs of the bench's searches (``scripts/vsim_threads.py``), threads against main thread, p50 ms:
-1.46 / 1.39 at 11,536 vectors, 2.08 / 2.52 at 32,079, 2.23 / 2.83 at 47,433, 2.46 / 3.09 at 92,597, 3.90 / 4.87
-at 306,186 (docs/benchmarks.md)."""
+"""A search's VSIMs without a filter run on Redis's main thread (``NOTHREAD``) while the sets it reads hold this
+many vectors or fewer together: Redis hands a threaded VSIM to a thread of its own and back, which costs more than
+searching a few thousand vectors. Above it they go to Redis's threads, which search the sets side by side: the four
+VSIMs of the bench's searches (``scripts/vsim_threads.py``), threads against main thread, p50 ms: 1.46 / 1.39 at
+11,536 vectors, 2.08 / 2.52 at 32,079, 2.23 / 2.83 at 47,433, 2.46 / 3.09 at 92,597, 3.90 / 4.87 at 306,186
+(docs/benchmarks.md). A filtered VSIM, which may read far more of its set (``FILTER-EF``), keeps its thread so
+that it never holds Redis up."""
 SET_SIZES_KEPT_S = 30.0
 """How long a set's size (``VCARD``, read beside a search's VSIMs) is taken as it was read."""
 CHUNKS_ATTRIBUTE = "chunks"
@@ -309,7 +307,7 @@ class VectorStore:
         its nearest chunk. :data:`ASKED_PER_BEAD` times ``k`` vectors are asked for, so that several chunks of
         one bead leave room."""
         keys = [self.key(s) for s in scopes]
-        main_thread = SEARCH_ON_MAIN_THREAD and self._vectors_in(keys) <= MAIN_THREAD_UP_TO
+        main_thread = self._vectors_in(keys) <= MAIN_THREAD_UP_TO
         args = _vsim_args(vector, k, filter_expr, main_thread=main_thread)
         replies = await self._read(lambda client: self._vsim(client, keys, args))
         return _nearest(keys, replies, k)
@@ -388,7 +386,7 @@ def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: 
 
 def _vsim_args(vector: np.ndarray, k: int, filter_expr: str | None, main_thread: bool = False) -> list[Any]:
     """VSIM's arguments after the key: :data:`ASKED_PER_BEAD` times ``k`` vectors nearest ``vector``; with
-    ``main_thread``, on Redis's main thread unless filtered (:data:`SEARCH_ON_MAIN_THREAD`)."""
+    ``main_thread``, on Redis's main thread unless filtered (:data:`MAIN_THREAD_UP_TO`)."""
     asked = math.ceil(ASKED_PER_BEAD * k)
     args: list[Any] = ["FP32", vector.astype(np.float32).tobytes(), "WITHSCORES", "COUNT", asked, "EF",
                        max(SEARCH_EF, asked)]
