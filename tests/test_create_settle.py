@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Collection, Sequence
+from typing import Any
 from unittest.mock import ANY
 
 import numpy as np
@@ -14,11 +15,24 @@ from recall_hub.background import BackgroundWork
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
-from recall_hub.ops.beads import create_bead, edit_bead
+from recall_hub.ops.beads import create_bead, delete_bead, edit_bead, update_bead
 from recall_hub.ops.relationships import get_relationships
+from recall_hub.ops.trust import reject_bead, verify_bead
 from recall_hub.retrieval.freshness import handed_off_work_done, settling, work_settled
 from recall_hub.retrieval.search import search_beads
-from recall_schemas import CreateBead, EditBead, GetRelationships, SearchBeads, SearchMode, Visibility
+from recall_schemas import (
+    BeadUpdates,
+    CreateBead,
+    DeleteBead,
+    EditBead,
+    GetRelationships,
+    RejectBead,
+    SearchBeads,
+    SearchMode,
+    UpdateBead,
+    VerifyBead,
+    Visibility,
+)
 
 from tests.conftest import new_ai, until
 
@@ -72,6 +86,20 @@ def count_mark_checks(ctx: HubContext) -> list[int]:
 
     ctx.outbox.handed_off_before = counted  # type: ignore[method-assign]
     return asked
+
+
+def beads_read_by_work(ctx: HubContext) -> list[str]:
+    """The beads whose after-commit work at ``ctx`` has read them, from now on (appended once each read is back)."""
+    read: list[str] = []
+    before = ctx.beads.system_get
+
+    async def recorded(bead_id: str) -> dict[str, Any] | None:
+        props = await before(bead_id)
+        read.append(bead_id)
+        return props
+
+    ctx.beads.system_get = recorded  # type: ignore[method-assign]
+    return read
 
 
 async def test_a_create_replies_before_its_vector_and_another_reader_at_another_hub_finds_it_by_meaning(
@@ -254,6 +282,45 @@ async def test_the_feed_shows_a_bead_as_created_though_an_edit_committed_before_
     assert [(c.action, c.bead.tags if c.bead else None) for c in changes] == [
         ("created", []), ("updated", ["security"])
     ]
+
+
+WRITES_TO_A_BEAD = {
+    "update": lambda ctx, writer, _, bead_id: update_bead(
+        ctx, writer, UpdateBead(bead_id=bead_id, updates=BeadUpdates(content="rewritten"))),
+    "edit": lambda ctx, writer, _, bead_id: edit_bead(ctx, writer, EditBead(bead_id=bead_id, add_tags=["checked"])),
+    "delete": lambda ctx, writer, _, bead_id: delete_bead(ctx, writer, DeleteBead(bead_id=bead_id)),
+    "verify": lambda ctx, _, other, bead_id: verify_bead(ctx, other, VerifyBead(bead_id=bead_id)),
+    "reject": lambda ctx, _, other, bead_id: reject_bead(ctx, other, RejectBead(bead_id=bead_id, reason="out of date")),
+}
+
+
+@pytest.mark.parametrize("write", WRITES_TO_A_BEAD)
+async def test_the_feed_keeps_the_order_of_the_replies_when_a_bead_is_written_while_its_create_settles(
+    two_hubs: tuple[HubContext, HubContext, GatedEmbedder], write: str
+) -> None:
+    """Create one bead, then another into the same scope, then write to the first, each after the previous
+    reply, while the first create's work is still running: the feed lists the first create, the second, then
+    the write. The first create's work logs its own entry only; the write is logged by its request, after the
+    second create's work."""
+    first, second, gated = two_hubs
+    writer, other = new_ai(), new_ai()
+    worked_on = beads_read_by_work(first)
+    earlier = await create_bead(first, writer, CreateBead(
+        title=f"earlier {secrets.token_hex(4)}", content="its work held at the model", visibility=Visibility.GLOBAL))
+    later = await create_bead(first, writer, CreateBead(
+        title=f"later {secrets.token_hex(4)}", content="created before the write", visibility=Visibility.GLOBAL))
+    await until("the earlier create's work at the model", lambda: earlier.bead_id in worked_on)
+    asked = count_mark_checks(second)
+    writing = asyncio.create_task(WRITES_TO_A_BEAD[write](second, writer, other, earlier.bead_id))
+    await until("the write committed and waiting for the creates' work", lambda: asked[0] >= 1)
+    assert len(await first.outbox.system_pending(earlier.bead_id)) == 2
+    gated.gate.set()
+    await writing
+    await first.background.wait_for_earlier()
+    mine = {earlier.bead_id, later.bead_id}
+    feed = [(c.bead_id, c.action) for c in await second.feed.read("global", None, 10_000) if c.bead_id in mine]
+    assert feed[:2] == [(earlier.bead_id, "created"), (later.bead_id, "created")]
+    assert [bead_id for bead_id, _ in feed[2:]] == [earlier.bead_id]
 
 
 async def test_a_read_waits_only_for_the_creates_into_scopes_its_caller_may_read(

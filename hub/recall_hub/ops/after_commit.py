@@ -1,7 +1,7 @@
 """The outbox worker: the work that follows a committed write, done once, durably.
 
 A write records its follow-up in the outbox in the same atomic query
-(:mod:`recall_hub.store.outbox`). :func:`settle` works off every pending entry of one bead, oldest
+(:mod:`recall_hub.store.outbox`). :func:`settle` works off the pending entries of one bead, oldest
 first, under the bead's lock (shared by all hubs): the vector in the bead's current scope and no
 other, the index-log entry every hub's keyword index applies, the auto-links of a new bead, the
 change-feed entries (each logged exactly once) and their
@@ -55,7 +55,11 @@ class Created:
 
 async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: Created | None = None) -> bool:
     """Work off every pending outbox entry of ``bead_id``. True when none is left. ``created``: from the request
-    that created the bead, for its ``created`` entry."""
+    that created the bead, for its ``created`` entry — and then only up to that entry: a later one is a later
+    request's, settled by it after the work of the creates replied to before it (or by the sweep), so that each
+    scope's change feed keeps the order of the replies. A handed-off create's work may still be running when
+    the creator's next write commits; logging that write with the create would put it before the creates
+    replied to in between. True then when the ``created`` entry is done."""
     async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
         if not locked:
             return False  # another hub or task holds it and settles the same entries
@@ -71,6 +75,8 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: C
                     await ctx.outbox.system_failed(entry.entry_id, repr(exc), now_ms() + delay)
                     return False
                 left = await ctx.outbox.system_done(entry.entry_id, bead_id)
+                if created is not None and entry.kind == "created":
+                    return True
             entries = left  # after the last one: whatever was written since the first read
     return True
 
