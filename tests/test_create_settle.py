@@ -16,6 +16,7 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders.hashing import HashEmbedder
 from recall_hub.ops.beads import create_bead, delete_bead, edit_bead, update_bead
+from recall_hub.ops.forget import forget_bead
 from recall_hub.ops.relationships import get_relationships
 from recall_hub.ops.trust import reject_bead, verify_bead
 from recall_hub.retrieval.freshness import handed_off_work_done, settling, work_settled
@@ -25,6 +26,7 @@ from recall_schemas import (
     CreateBead,
     DeleteBead,
     EditBead,
+    ForgetBead,
     GetRelationships,
     RejectBead,
     SearchBeads,
@@ -291,6 +293,7 @@ WRITES_TO_A_BEAD = {
     "delete": lambda ctx, writer, _, bead_id: delete_bead(ctx, writer, DeleteBead(bead_id=bead_id)),
     "verify": lambda ctx, _, other, bead_id: verify_bead(ctx, other, VerifyBead(bead_id=bead_id)),
     "reject": lambda ctx, _, other, bead_id: reject_bead(ctx, other, RejectBead(bead_id=bead_id, reason="out of date")),
+    "forget": lambda ctx, writer, _, bead_id: forget_bead(ctx, writer, ForgetBead(bead_id=bead_id, reason="a mistake")),
 }
 
 
