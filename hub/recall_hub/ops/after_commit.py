@@ -54,16 +54,19 @@ class Created:
 
 
 async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: Created | None = None) -> bool:
-    """Work off every pending outbox entry of ``bead_id``. True when none is left. ``created``: from the request
-    that created the bead, for its ``created`` entry — and then only up to that entry: a later one is a later
-    request's, settled by it after the work of the creates replied to before it (or by the sweep), so that each
-    scope's change feed keeps the order of the replies. A handed-off create's work may still be running when
-    the creator's next write commits; logging that write with the create would put it before the creates
-    replied to in between. True then when the ``created`` entry is done."""
+    """Work off every pending outbox entry of ``bead_id``. True when none is left.
+
+    ``created``: from the request that created the bead — then only its ``created`` entry is worked off (True
+    once it is done). Any other entry is a later request's, settled by that request after the work of the
+    creates replied to before it (or by the sweep), so that each scope's change feed keeps the order of the
+    replies: a handed-off create's work may still be running when the creator's next write commits, and logging
+    that write with the create would put it before the creates replied to in between."""
     async with ctx.outbox.bead_lock(bead_id, wait_s) as locked:
         if not locked:
             return False  # another hub or task holds it and settles the same entries
         entries = await ctx.outbox.system_pending(bead_id)
+        if created is not None:
+            entries = [entry for entry in entries if entry.kind == "created"]
         while entries:
             for entry in entries:
                 try:
@@ -75,9 +78,7 @@ async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: C
                     await ctx.outbox.system_failed(entry.entry_id, repr(exc), now_ms() + delay)
                     return False
                 left = await ctx.outbox.system_done(entry.entry_id, bead_id)
-                if created is not None and entry.kind == "created":
-                    return True
-            entries = left  # after the last one: whatever was written since the first read
+            entries = left if created is None else []  # after the last one: whatever was written since the first read
     return True
 
 
@@ -167,8 +168,6 @@ async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
 
 async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = None) -> None:
     props = await ctx.beads.system_get(entry.bead_id)
-    if created is not None and entry.kind != "created":
-        created = None
     logged = created is not None and created.logged
     if entry.kind == "created" and props is not None and not logged:
         await follow_session(ctx, props)
