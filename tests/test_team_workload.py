@@ -1,0 +1,318 @@
+"""A team writing at once, in whatever interleaving: once the work is done, every view derived from the graph
+agrees with it — each bead's vectors (in its current scope's set, none elsewhere, of its current text), both hubs'
+keyword indexes and a third hub's started after them (its current words find it, its earlier and a gone bead's
+words find nothing), each scope's
+change feed (every bead's last entry there says where and what it is now, versions never go back, one writer's
+creates in its replies' order) and the outbox (empty).
+
+And each agent finds, by its words and by its meaning, exactly the beads it may see with the memberships as they
+ended.
+
+The workload is random and seeded: agents of two groups, each sending its writes one after another to either of
+two hubs (creates settled in the background), all agents at once — creates one at a time and in batches (private,
+group, global; short, with several sentences, longer than the model's window), updates of content and of scope,
+edits, verdicts, deletes and forgets, of their own beads and each other's (a refusal is an answer too), and the
+groups' ops adding and removing members meanwhile. ``RECALL_WORKLOAD_SEEDS=1,2,…``
+runs other seeds; ``-m slow`` runs a longer workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
+from recall_hub.embedders.hashing import HashEmbedder
+from recall_hub.ops.after_commit import sweep
+from recall_hub.ops.beads import create_bead, create_beads, delete_bead, edit_bead, update_bead
+from recall_hub.ops.forget import forget_bead
+from recall_hub.ops.groups import add_member, create_group, list_members, remove_member
+from recall_hub.ops.trust import reject_bead, verify_bead
+from recall_hub.retrieval.embedding import bead_text, embed_beads
+from recall_hub.retrieval.search import search_beads
+from recall_hub.store.feed import feed_scope
+from recall_hub.store.vectors import bead_of, scope_of
+from recall_schemas import (
+    AddMember,
+    BeadUpdates,
+    CreateBead,
+    CreateBeads,
+    CreateGroup,
+    DeleteBead,
+    EditBead,
+    ForgetBead,
+    ListMembers,
+    RecallError,
+    RejectBead,
+    RemoveMember,
+    SearchBeads,
+    SearchMode,
+    UpdateBead,
+    VerifyBead,
+    Visibility,
+)
+
+from tests.conftest import new_ai
+
+SEEDS = [int(s) for s in os.environ.get("RECALL_WORKLOAD_SEEDS", "11,23,37").split(",")]
+FILLER = ("release", "checklist", "deploy", "rollback", "incident", "owner", "review", "budget", "schema", "index")
+
+
+@dataclass
+class Workload:
+    """What the agents were told: every bead created, the words each write gave it, each agent's creates in
+    the order of their replies."""
+
+    ops: str
+    groups: list[str]
+    team: list[str]
+    created: dict[str, str] = field(default_factory=dict)  # bead -> creator
+    words: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # bead -> its words, oldest first
+    creates_replied: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # agent -> beads
+    answered: int = 0
+    refused: int = 0
+
+
+@pytest.fixture
+async def two_hubs(settings: HubSettings) -> AsyncIterator[tuple[HubContext, HubContext]]:
+    shared = settings.model_copy(update={"graph_name": f"workload_{secrets.token_hex(4)}",
+                                         "create_settle": "background", "index_wait_s": 30.0})
+    first = await HubContext.connect(shared, embedder=HashEmbedder())
+    second = await HubContext.connect(shared, embedder=HashEmbedder())
+    try:
+        yield first, second
+    finally:
+        for ctx in (first, second):
+            await ctx.background.wait_for_earlier()
+            await ctx.aclose()
+
+
+def _text(rng: random.Random, word: str) -> tuple[str, str]:
+    """A title and content holding ``word``: one sentence, several, or more than the model's window."""
+    shape = rng.choice(["short", "sentences", "long"])
+    filler = " ".join(rng.choices(FILLER, k=6))
+    if shape == "short":
+        return f"Note {word}", f"The {word} {filler}."
+    if shape == "sentences":
+        return f"Notes {word}", " ".join(f"Point {i}: {' '.join(rng.choices(FILLER, k=5))}." for i in range(4)) + \
+            f" Also {word}."
+    return f"Log {word}", " ".join(rng.choices(FILLER, k=700)) + f" {word} " + " ".join(rng.choices(FILLER, k=50))
+
+
+def _scope(rng: random.Random, work: Workload) -> tuple[Visibility, str | None]:
+    visibility = rng.choice([Visibility.PRIVATE, Visibility.GROUP, Visibility.GLOBAL])
+    return visibility, rng.choice(work.groups) if visibility is Visibility.GROUP else None
+
+
+def _new_bead(rng: random.Random, agent: str, step: int, word: str, work: Workload) -> CreateBead:
+    title, content = _text(rng, word)
+    visibility, group_id = _scope(rng, work)
+    return CreateBead(title=title, content=content, visibility=visibility, group_id=group_id,
+                      session_id=f"s_{agent.replace('_', '')}{step % 2}")
+
+
+async def _agent(ctxs: tuple[HubContext, HubContext], agent: str, rng: random.Random, steps: int,
+                 work: Workload) -> None:
+    for step in range(steps):
+        ctx = rng.choice(ctxs)
+        word = f"w{secrets.token_hex(5)}"
+        mine = [b for b, creator in work.created.items() if creator == agent]
+        known = mine if mine and rng.random() < 0.7 else list(work.created)  # others' beads: often refused
+        op = rng.choices(["create", "batch", "update", "move", "edit", "verdict", "delete", "forget", "membership"],
+                         weights=[5, 1, 3, 2, 2, 1, 1, 1, 1])[0] if known else "create"
+        bead_id = rng.choice(known) if known else ""
+        try:
+            if op == "create":
+                bead = await create_bead(ctx, agent, _new_bead(rng, agent, step, word, work))
+                work.created[bead.bead_id] = agent
+                work.words[bead.bead_id].append(word)
+                work.creates_replied[agent].append(bead.bead_id)
+            elif op == "batch":
+                words = [f"{word}x{i}" for i in range(3)]
+                reply = await create_beads(ctx, agent, CreateBeads(
+                    beads=[_new_bead(rng, agent, step, w, work) for w in words]))
+                for item, w in zip(reply.items, words, strict=True):
+                    if item.bead_id is not None:
+                        work.created[item.bead_id] = agent
+                        work.words[item.bead_id].append(w)
+            elif op == "update":
+                title, content = _text(rng, word)
+                work.words[bead_id].append(word)  # before the reply: a write that fails may still have landed
+                await update_bead(ctx, agent, UpdateBead(bead_id=bead_id, updates=BeadUpdates(title=title,
+                                                                                               content=content)))
+            elif op == "move":
+                visibility, group_id = _scope(rng, work)
+                await update_bead(ctx, agent, UpdateBead(bead_id=bead_id, updates=BeadUpdates(
+                    visibility=visibility, group_id=group_id)))
+            elif op == "membership":
+                group_id, member = rng.choice(work.groups), rng.choice(work.team)
+                if rng.random() < 0.5:
+                    await remove_member(ctx, work.ops, RemoveMember(group_id=group_id, ai_id=member))
+                else:
+                    await add_member(ctx, work.ops, AddMember(group_id=group_id, ai_id=member))
+            elif op == "edit":
+                await edit_bead(ctx, agent, EditBead(bead_id=bead_id, add_tags=[f"t{step}"], add_importance=1))
+            elif op == "verdict":
+                if rng.random() < 0.5:
+                    await verify_bead(ctx, agent, VerifyBead(bead_id=bead_id))
+                else:
+                    await reject_bead(ctx, agent, RejectBead(bead_id=bead_id, reason="does not hold"))
+            elif op == "delete":
+                await delete_bead(ctx, agent, DeleteBead(bead_id=bead_id))
+            else:
+                await forget_bead(ctx, agent, ForgetBead(bead_id=bead_id, reason="asked to", allow_again=True))
+            work.answered += 1
+        except RecallError:
+            work.refused += 1
+
+
+async def _run(ctxs: tuple[HubContext, HubContext], seed: int, agents: int, steps: int) -> Workload:
+    first, _ = ctxs
+    ops = new_ai("o")
+    groups = [(await create_group(first, ops, CreateGroup(name=f"workload {seed} {i}"))).group_id for i in range(2)]
+    team = [new_ai() for _ in range(agents)]
+    for i, agent in enumerate(team):
+        for group_id in groups[: 1 + i % 2]:
+            await add_member(first, ops, AddMember(group_id=group_id, ai_id=agent))
+    work = Workload(ops, groups, team)
+    rng = random.Random(seed)
+    await asyncio.gather(*(_agent(ctxs, a, random.Random(rng.random()), steps, work) for a in team))
+    for ctx in ctxs:
+        await ctx.background.wait_for_earlier()
+    await sweep(first)
+    return work
+
+
+async def _vector_elements(ctx: HubContext) -> dict[str, dict[str, str]]:
+    """Every vector element of the hub's model: by bead, element name -> the set that holds it."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    async for raw in ctx.redis.scan_iter(match=ctx.vectors.all_keys_pattern()):
+        key = raw.decode()
+        size = int(await ctx.redis.execute_command("VCARD", key))
+        for name in await ctx.redis.execute_command("VRANDMEMBER", key, size) if size else []:
+            name = name.decode()
+            out[bead_of(name)][name] = key
+    return out
+
+
+async def _keyword_hits(ctx: HubContext, caller: str, word: str) -> list[str]:
+    result = await search_beads(ctx, caller, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
+    return [hit.bead.bead_id for hit in result.hits]
+
+
+async def _check(ctxs: tuple[HubContext, HubContext], work: Workload) -> None:
+    """With a third hub started after the writes beside the two that took them: its keyword index is built from
+    what the others left."""
+    first, _ = ctxs
+    late = await HubContext.connect(first.settings, embedder=HashEmbedder())
+    try:
+        await _check_views((*ctxs, late), work)
+    finally:
+        await late.aclose()
+
+
+async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
+    first = ctxs[0]
+    now = {b: await first.beads.system_get(b) for b in work.created}
+    assert await first.outbox.system_pending_many(list(work.created)) == {b: [] for b in work.created}
+
+    elements = await _vector_elements(first)
+    for bead_id, props in now.items():
+        held = elements.get(bead_id, {})
+        if props is None:
+            assert held == {}, f"vectors of gone bead {bead_id} left in {set(held.values())}"
+            continue
+        (expected,) = await embed_beads(first, [props])
+        key = first.vectors.key(scope_of(props))
+        stored = [name for name in held if held[name] == key]
+        assert set(held.values()) == {key}, f"{bead_id} has vectors outside its scope's set: {set(held.values())}"
+        assert len(stored) == len(expected.rows), f"{bead_id}: {len(stored)} vectors for {len(expected.rows)}"
+        whole = np.asarray(await first.redis.execute_command("VEMB", key, bead_id), dtype=np.float32)
+        assert float(whole @ expected.rows[0]) / float(np.linalg.norm(whole)) > 0.99, f"{bead_id}'s vector is stale"
+
+    members = {g: {m.ai_id for m in (await list_members(first, work.ops, ListMembers(group_id=g))).members}
+               for g in work.groups}
+    readers = [*work.team, new_ai("outsider")]
+
+    def may_see(reader: str, props: dict[str, Any]) -> bool:
+        if props["visibility"] == "global":
+            return True
+        if props["visibility"] == "private":
+            return bool(props["created_by"] == reader)
+        return reader in members[props["group_id"]]
+
+    asked: dict[bool, int] = {True: 0, False: 0}
+    for n, (bead_id, props) in enumerate(now.items()):
+        ctx = ctxs[n % len(ctxs)]
+        text = "" if props is None else f"{props['title']} {props.get('content') or ''}"
+        held_words = [w for w in work.words[bead_id] if w in text]  # a refused update's word never landed
+        assert props is None or len(held_words) == 1, f"{bead_id} holds {held_words}"
+        for word in work.words[bead_id]:
+            if word not in held_words:
+                for reader in readers:
+                    hits = await _keyword_hits(ctx, reader, word)
+                    assert bead_id not in hits, f"{bead_id} found by words it no longer holds ({word})"
+        if props is None:
+            continue
+        for reader in readers:
+            visible = may_see(reader, props)
+            asked[visible] += 1
+            assert (bead_id in await _keyword_hits(ctx, reader, held_words[0])) == visible, (
+                f"{reader} {'does not find' if visible else 'finds'} {bead_id} ({props['visibility']}) by its words")
+            if props["title"].startswith("Log"):
+                continue  # a long bead of filler words reads like every other one in its first window
+            by_meaning = await search_beads(ctx, reader, SearchBeads(
+                query=bead_text(props), mode=SearchMode.VECTOR, limit=5))
+            assert (bead_id in [hit.bead.bead_id for hit in by_meaning.hits]) == visible, (
+                f"{reader} {'does not find' if visible else 'finds'} {bead_id} ({props['visibility']}) by meaning")
+
+    assert min(asked.values()) > 0, asked  # both who may and who may not see were asked
+
+    feeds: dict[str, list[Any]] = {}
+    for scope in ("global", *work.groups):
+        feeds[scope] = await first.feed.read(scope, None, 100_000)
+    for scope, changes in feeds.items():
+        by_bead: dict[str, list[Any]] = defaultdict(list)
+        for change in changes:
+            by_bead[change.bead_id].append(change)
+        for bead_id, entries in by_bead.items():
+            versions = [c.bead.version for c in entries if c.bead is not None]
+            assert versions == sorted(versions), f"{bead_id}'s versions go back in {scope}'s feed: {versions}"
+            last, props = entries[-1], now[bead_id]
+            if props is not None and feed_scope(props) == scope:
+                assert last.action in ("created", "updated"), f"{bead_id} is in {scope}, its feed says {last.action}"
+                assert last.bead is not None and last.bead.version == props["version"], (
+                    f"{bead_id}'s last entry in {scope} shows version {last.bead and last.bead.version}, "
+                    f"it is at {props['version']}")
+            else:
+                assert last.action in ("deleted", "forgotten"), f"{bead_id} left {scope}, its feed says {last.action}"
+        firsts = {c.bead_id: i for i, c in reversed(list(enumerate(changes))) if c.action == "created"}
+        for agent, beads in work.creates_replied.items():
+            # created in this scope (a bead moved in later is "created" there at its move)
+            logged = [b for b in beads if b in firsts and by_bead[b][0].bead is not None
+                      and by_bead[b][0].bead.version == 1]
+            assert logged == sorted(logged, key=firsts.__getitem__), f"{agent}'s creates out of reply order in {scope}"
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_every_derived_view_agrees_with_the_graph_after_a_team_writes_at_once(
+    two_hubs: tuple[HubContext, HubContext], seed: int
+) -> None:
+    work = await _run(two_hubs, seed, agents=6, steps=25)
+    assert work.answered > work.refused  # the workload did write, not only get refused
+    await _check(two_hubs, work)
+
+
+@pytest.mark.slow
+async def test_a_longer_team_workload_leaves_every_view_agreeing(two_hubs: tuple[HubContext, HubContext]) -> None:
+    work = await _run(two_hubs, SEEDS[0], agents=16, steps=80)
+    await _check(two_hubs, work)
