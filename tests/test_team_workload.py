@@ -22,7 +22,7 @@ import os
 import random
 import secrets
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from recall_schemas import (
     MemoryBead,
     NotFound,
     RecallError,
+    RelType,
     SearchBeads,
     SearchMode,
     Visibility,
@@ -65,6 +66,7 @@ class Workload:
     creates_replied: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # agent -> beads
     answered: int = 0
     refused: int = 0
+    marker: str = field(default_factory=lambda: f"m{secrets.token_hex(4)}")  # a word every text of this run holds
 
 
 @pytest.fixture
@@ -76,16 +78,17 @@ async def two_hubs(settings: HubSettings, hub: HubContext) -> AsyncIterator[tupl
             await ctx.background.wait_for_earlier()
 
 
-def _text(rng: random.Random, word: str) -> tuple[str, str]:
-    """A title and content holding ``word``: one sentence, several, or more than the model's window."""
+def _text(rng: random.Random, word: str, work: Workload) -> tuple[str, str]:
+    """A title and content holding ``word`` and the run's marker: one sentence, several, or more than the model's
+    window."""
     shape = rng.choice(["short", "sentences", "long"])
-    filler = " ".join(rng.choices(FILLER, k=6))
+    filler = " ".join(rng.choices(FILLER, k=5)) + f" {work.marker}"
     if shape == "short":
         return f"Note {word}", f"The {word} {filler}."
     if shape == "sentences":
         return f"Notes {word}", " ".join(f"Point {i}: {' '.join(rng.choices(FILLER, k=5))}." for i in range(4)) + \
-            f" Also {word}."
-    return f"Log {word}", " ".join(rng.choices(FILLER, k=700)) + f" {word} " + " ".join(rng.choices(FILLER, k=50))
+            f" Also {word} {work.marker}."
+    return f"Log {word}", " ".join(rng.choices(FILLER, k=700)) + f" {word} {filler}"
 
 
 def _scope(rng: random.Random, work: Workload) -> dict[str, Any]:
@@ -95,7 +98,7 @@ def _scope(rng: random.Random, work: Workload) -> dict[str, Any]:
 
 
 def _new_bead(rng: random.Random, agent: RecallClient, step: int, word: str, work: Workload) -> dict[str, Any]:
-    title, content = _text(rng, word)
+    title, content = _text(rng, word, work)
     return {"title": title, "content": content, "session_id": f"s_{agent.ai_id.replace('_', '')}{step % 2}",
             **_scope(rng, work)}
 
@@ -132,8 +135,9 @@ async def _agent(agent: RecallClient, rng: random.Random, steps: int, work: Work
         word = f"w{secrets.token_hex(5)}"
         mine = [b for b, creator in work.created.items() if creator == agent.ai_id]
         known = mine if mine and rng.random() < 0.7 else list(work.created)  # others' beads: often refused
-        op = rng.choices(["create", "batch", "update", "move", "edit", "verdict", "delete", "forget", "membership"],
-                         weights=[5, 1, 3, 2, 2, 1, 1, 1, 1])[0] if known else "create"
+        op = rng.choices(
+            ["create", "batch", "update", "move", "edit", "verdict", "link", "supersede", "delete", "forget",
+             "membership"], weights=[5, 1, 3, 2, 2, 1, 1, 1, 1, 1, 1])[0] if known else "create"
         bead_id = rng.choice(known) if known else ""
         try:
             if op == "create":
@@ -150,7 +154,7 @@ async def _agent(agent: RecallClient, rng: random.Random, steps: int, work: Work
                         work.created[item.bead_id] = agent.ai_id
                         work.words[item.bead_id].append(w)
             elif op == "update":
-                title, content = _text(rng, word)
+                title, content = _text(rng, word, work)
                 work.words[bead_id].append(word)  # before the reply: a write that fails may still have landed
                 bead = await agent.update_bead(bead_id, title=title, content=content)
                 await _reads_its_write(agent, bead, word)
@@ -169,6 +173,11 @@ async def _agent(agent: RecallClient, rng: random.Random, steps: int, work: Work
                     await agent.verify_bead(bead_id)
                 else:
                     await agent.reject_bead(bead_id, "does not hold")
+            elif op == "link":
+                await agent.add_relationship(bead_id, rng.choice(list(work.created)),
+                                             rng.choice([RelType.RELATED_TO, RelType.PART_OF]))
+            elif op == "supersede":
+                await agent.supersede_bead(bead_id, rng.choice(list(work.created)), "newer")
             elif op == "delete":
                 await agent.delete_bead(bead_id)
                 await _reads_it_gone(agent, bead_id, work.words[bead_id])
@@ -246,7 +255,7 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
         assert float(whole @ expected.rows[0]) / float(np.linalg.norm(whole)) > 0.99, f"{bead_id}'s vector is stale"
 
     members = {g: {m.ai_id for m in (await work.ops.list_members(g)).members} for g in work.groups}
-    readers = [*work.team, new_ai("outsider")]
+    readers = [*work.team, new_ai()]  # the last one an outsider
 
     def may_see(reader: str, props: dict[str, Any]) -> bool:
         if props["visibility"] == "global":
@@ -281,6 +290,7 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
                 f"{reader} {'does not find' if visible else 'finds'} {bead_id} ({props['visibility']}) by meaning")
 
     assert min(asked.values()) > 0, asked  # both who may and who may not see were asked
+    await _nothing_else_shown(work, now, readers, may_see)
 
     feeds: dict[str, list[Any]] = {}
     for scope in ("global", *work.groups):
@@ -308,6 +318,40 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
             logged = [b for b in beads if b in firsts and by_bead[b][0].bead is not None
                       and by_bead[b][0].bead.version == 1]
             assert logged == sorted(logged, key=firsts.__getitem__), f"{agent}'s creates out of reply order in {scope}"
+
+
+async def _nothing_else_shown(work: Workload, now: dict[str, Any], readers: list[str],
+                              may_see: Callable[[str, dict[str, Any]], bool]) -> None:
+    """Every read that gathers beads — hybrid search, context, why, traversals, relationships, session listings —
+    shows a reader only live beads it may see (the workload's; other tests' global beads may show too)."""
+    clients = {reader: RecallClient(reader, work.ops.nats_url) for reader in readers}
+    query = f"{work.marker} {' '.join(FILLER[:3])}"
+    try:
+        for reader, client in clients.items():
+            await client.connect()
+            shown: dict[str, set[str]] = {
+                "search": {h.bead.bead_id for h in (await client.search_beads(query, limit=50)).hits},
+                "context": set((await client.context(query, max_tokens=4000)).bead_ids),
+                "why": {n.bead.bead_id for n in (await client.why(query, hops=2)).graph.nodes},
+            }
+            for bead_id in [b for b, props in now.items() if props is not None and may_see(reader, props)][:5]:
+                traversed = await client.traverse_graph(bead_id, max_depth=3)
+                shown[f"traverse {bead_id}"] = {n.bead.bead_id for n in traversed.nodes}
+                related = await client.get_relationships(bead_id)
+                shown[f"relationships {bead_id}"] = {end for r in related for end in (r.from_id, r.to_id)}
+            for agent in work.team:
+                for half in range(2):
+                    listed = await client.get_by_session(f"s_{agent.replace('_', '')}{half}")
+                    shown[f"session {half} of {agent}"] = {b.bead_id for b in listed}
+            assert shown["search"] & now.keys() or reader not in work.team, f"{reader} was shown nothing to check"
+            for read, beads in shown.items():
+                for bead_id in beads & now.keys():
+                    props = now[bead_id]
+                    assert props is not None, f"{read} shows {reader} {bead_id}, which is gone"
+                    assert may_see(reader, props), f"{read} shows {reader} {bead_id} ({props['visibility']})"
+    finally:
+        for client in clients.values():
+            await client.close()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
