@@ -5,13 +5,16 @@ by meaning; and a bead it deleted or forgot is gone from every read. Once the wo
 from the graph agrees with it: each bead's vectors (in its current scope's set, none elsewhere, of its current
 text), both hubs' keyword indexes and a third's started after them (its current words find it, its earlier
 words and a gone bead's find nothing), each scope's change feed (every bead's last entry there says where and
-what it is now, versions never go back, one writer's creates in its replies' order), the outbox (empty); and
-each agent finds, by words and by meaning, exactly the beads it may see with the memberships as they ended.
+what it is now, versions never go back, one writer's creates in its replies' order), the outbox (empty); each
+agent finds, by words and by meaning, exactly the beads it may see with the memberships as they ended; and no
+read that gathers beads (hybrid search, context, why, traversals, relationships, session listings) shows a
+reader a bead that is gone or not its to see.
 
 The workload is random and seeded: agents of two groups, all at once, each sending its requests one after
 another — creates one at a time and in batches (private, group, global; short, with several sentences, longer
-than the model's window), updates of content and of scope, edits, verdicts, deletes and forgets, of their own
-beads and each other's (a refusal is an answer too) — and the groups' ops adding and removing members meanwhile.
+than the model's window), updates of content and of scope, edits, verdicts, links, supersedes, deletes and
+forgets, of their own beads and each other's (a refusal is an answer too) — and the groups' ops adding and
+removing members meanwhile.
 ``RECALL_WORKLOAD_SEEDS=1,2,…`` runs other seeds; ``-m slow`` runs a longer workload.
 """
 
