@@ -128,6 +128,48 @@ async def test_session_migration_moves_every_bead_and_keeps_the_chain(connect):
         await other.migrate_session_with_memories(new, new_id("s"))
 
 
+async def _chain(agent: RecallClient, session: str) -> list[list[str]]:
+    """What each bead of the session follows, oldest first."""
+    return [
+        [r.to_id for r in await agent.get_relationships(b.bead_id, rel_type="FOLLOWS_FROM", direction="out")]
+        for b in await agent.get_by_session(session)
+    ]
+
+
+REMOVALS = {
+    "delete": lambda agent, bead_id: agent.delete_bead(bead_id),
+    "forget": lambda agent, bead_id: agent.forget_bead(bead_id, "wrong", allow_again=True),
+}
+
+
+@pytest.mark.parametrize("removal", sorted(REMOVALS))
+@pytest.mark.parametrize("removed", [[0], [2], [5], [1, 2], [2, 4], [0, 1, 2, 3, 4]])
+async def test_a_bead_removed_from_a_session_leaves_its_chain_whole(connect, hub, removal, removed):
+    """What followed a deleted or forgotten bead follows what it followed: the session's chain has no gap for
+    the integrity check to report, for graph context to miss or for the keyword index to keep."""
+    agent = await connect()
+    session = new_id("s")
+    beads = [await agent.create_bead(f"step {i}", f"work item w{i}x{session[2:]}", session_id=session)
+             for i in range(6)]
+    await agent.search_beads(f"step w0x{session[2:]}", mode="keyword")  # the index has them before the removal
+    for i in removed:
+        await REMOVALS[removal](agent, beads[i].bead_id)
+    kept = [b.bead_id for i, b in enumerate(beads) if i not in removed]
+    assert [b.bead_id for b in await agent.get_by_session(session)] == kept
+    assert await _chain(agent, session) == [[]] + [[earlier] for earlier in kept[:-1]]
+    report = await agent.check_session(session)
+    assert report.beads == len(kept) and report.problems == []
+    # The keyword index follows the graph: each kept bead is found (weighed down) by the words of the bead it
+    # follows now, never by those of a removed one, and hybrid search's graph context reads the new link.
+    for later, earlier in zip(kept[1:], kept, strict=False):
+        word = f"w{[b.bead_id for b in beads].index(earlier)}x{session[2:]}"
+        assert later in [h.bead.bead_id for h in (await agent.search_beads(word, mode="keyword")).hits]
+        assert (later, earlier) in hub.keywords.session_edges([later], [later])
+    for i in removed:
+        hits = (await agent.search_beads(f"w{i}x{session[2:]}", mode="keyword")).hits
+        assert hits == []
+
+
 async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
     agent = await connect()
     session = new_id("s")

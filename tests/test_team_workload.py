@@ -1,7 +1,7 @@
 """A team writing at once, in whatever interleaving, through the bus to two hub processes.
 
-While it writes, each writer's next read — whichever hub takes it — sees its write: by id, by the new words,
-by meaning; and a bead it deleted or forgot is gone from every read. Once the work is done, every view derived
+While it writes, each writer's next read — whichever hub takes it — sees its write: by id and by the new words;
+and a bead it deleted or forgot is gone from every read. Once the work is done, every view derived
 from the graph agrees with it: each bead's vectors (in its current scope's set, none elsewhere, of its current
 text), both hubs' keyword indexes and a third's started after them (its current words find it, its earlier
 words and a gone bead's find nothing), each scope's change feed (every bead's last entry there says where and
@@ -74,8 +74,13 @@ class Workload:
 
 @pytest.fixture
 async def two_hubs(settings: HubSettings, hub: HubContext) -> AsyncIterator[tuple[HubContext, HubContext]]:
-    """The tests' hub and a second hub process on the same graph: the bus hands each request to either."""
+    """The tests' hub and a second hub process on the same graph: the bus hands each request to either. Starts
+    once the tests' hub has done the work earlier tests handed it and the second hub has built its keyword index:
+    a reader waits for the embedding of the creates before its read only so long (``index_wait_s``), and this
+    workload is to meet its own backlog, not theirs."""
+    await hub.background.wait_for_earlier()
     async with running_hub(settings) as second:
+        await second.ctx.keywords.catch_up()  # its keyword index built from the graph before the workload starts
         yield hub, second.ctx
         for ctx in (hub, second.ctx):
             await ctx.background.wait_for_earlier()
@@ -91,7 +96,7 @@ def _text(rng: random.Random, word: str, work: Workload) -> tuple[str, str]:
     if shape == "sentences":
         return f"Notes {word}", " ".join(f"Point {i}: {' '.join(rng.choices(FILLER, k=5))}." for i in range(4)) + \
             f" Also {word} {work.marker}."
-    return f"Log {word}", " ".join(rng.choices(FILLER, k=700)) + f" {word} {filler}"
+    return f"Log {word}", " ".join(rng.choices(FILLER, k=400)) + f" {word} {filler}"
 
 
 def _scope(rng: random.Random, work: Workload) -> dict[str, Any]:
@@ -107,17 +112,16 @@ def _new_bead(rng: random.Random, agent: RecallClient, step: int, word: str, wor
 
 
 async def _reads_its_write(agent: RecallClient, bead: MemoryBead, word: str) -> None:
-    """The writer's next read, at whichever hub takes it, sees its write: by id, by its new words, by its
-    meaning. Only a bead's creator changes its text here, so nothing else can have replaced it; a group bead is
-    left out, since the ops may have just removed the writer from its group."""
+    """The writer's next read, at whichever hub takes it, sees its write: by id and by its new words. Only a
+    bead's creator changes its text here, so nothing else can have replaced it; a group bead is left out, since
+    the ops may have just removed the writer from its group. (By meaning, a read waits for the embedding of the
+    creates before it only up to ``index_wait_s``: with two hubs' models on two cores this workload can outrun
+    that, so meaning is checked once the work is done, and the wait itself in tests/test_create_settle.py.)"""
     if bead.visibility is Visibility.GROUP:
         return
     read = await agent.get_bead(bead.bead_id)
     assert read.version >= bead.version, f"{agent.ai_id} reads {bead.bead_id} at {read.version} after {bead.version}"
-    assert bead.bead_id in await _found(agent, word, "keyword"), f"{agent.ai_id}'s next search misses its {word}"
-    if not bead.title.startswith("Log"):
-        assert bead.bead_id in await _found(agent, bead_text(bead.model_dump()), "vector"), (
-            f"{agent.ai_id}'s next search by meaning misses {bead.bead_id}")
+    assert bead.bead_id in await _found_by_words(agent, word), f"{agent.ai_id}'s next search misses its {word}"
 
 
 async def _reads_it_gone(agent: RecallClient, bead_id: str, words: list[str]) -> None:
@@ -125,12 +129,11 @@ async def _reads_it_gone(agent: RecallClient, bead_id: str, words: list[str]) ->
     with pytest.raises(NotFound):
         await agent.get_bead(bead_id)
     for word in words:
-        assert bead_id not in await _found(agent, word, "keyword"), f"{bead_id} found after it went"
+        assert bead_id not in await _found_by_words(agent, word), f"{bead_id} found after it went"
 
 
-async def _found(reader: RecallClient, query: str, mode: str) -> list[str]:
-    result = await reader.search_beads(query, limit=5 if mode == "vector" else 10, mode=mode)
-    return [hit.bead.bead_id for hit in result.hits]
+async def _found_by_words(reader: RecallClient, word: str) -> list[str]:
+    return [hit.bead.bead_id for hit in (await reader.search_beads(word, limit=10, mode="keyword")).hits]
 
 
 async def _agent(agent: RecallClient, rng: random.Random, steps: int, work: Workload) -> None:
@@ -254,7 +257,10 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
         stored = [name for name in held if held[name] == key]
         assert set(held.values()) == {key}, f"{bead_id} has vectors outside its scope's set: {set(held.values())}"
         assert len(stored) == len(expected.rows), f"{bead_id}: {len(stored)} vectors for {len(expected.rows)}"
-        whole = np.asarray(await first.redis.execute_command("VEMB", key, bead_id), dtype=np.float32)
+        # Read through the store (redis-py's VEMB reply parsing, once its vector-set commands are used, reads a
+        # plain execute_command's reply wrongly).
+        whole = await first.vectors.vector(bead_id, scope_of(props))
+        assert whole is not None, f"{bead_id} has no whole-text vector"
         assert float(whole @ expected.rows[0]) / float(np.linalg.norm(whole)) > 0.99, f"{bead_id}'s vector is stale"
 
     members = {g: {m.ai_id for m in (await work.ops.list_members(g)).members} for g in work.groups}
@@ -294,6 +300,7 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
 
     assert min(asked.values()) > 0, asked  # both who may and who may not see were asked
     await _nothing_else_shown(work, now, readers, may_see)
+    await _sessions_are_chains(first, work)
 
     feeds: dict[str, list[Any]] = {}
     for scope in ("global", *work.groups):
@@ -355,6 +362,22 @@ async def _nothing_else_shown(work: Workload, now: dict[str, Any], readers: list
     finally:
         for client in clients.values():
             await client.close()
+
+
+async def _sessions_are_chains(ctx: HubContext, work: Workload) -> None:
+    """Each agent's sessions, whatever was removed from them: each live bead follows the one created before it."""
+    for agent in work.team:
+        for half in range(2):
+            rows = await ctx.graph.ro_query(
+                "MATCH (b:Bead) WHERE b.session_id = $session AND b.created_by = $agent "
+                "OPTIONAL MATCH (b)-[:FOLLOWS_FROM]->(e:Bead) WHERE e.session_id = $session "
+                "WITH b, collect(e.bead_id) AS earlier RETURN b.bead_id, earlier ORDER BY b.created_at, b.bead_id",
+                {"session": f"s_{agent.replace('_', '')}{half}", "agent": agent},
+            )
+            order = [row[0] for row in rows]
+            chain = [[]] + [[earlier] for earlier in order[:-1]] if order else []  # the first follows nothing
+            assert [sorted(row[1]) for row in rows] == chain, (
+                f"{agent}'s session {half} is not one chain")
 
 
 @pytest.mark.parametrize("seed", SEEDS)

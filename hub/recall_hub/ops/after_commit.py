@@ -32,12 +32,12 @@ from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.beads import Props
 from recall_hub.store.feed import Logged, actions, feed_scope
 from recall_hub.store.outbox import OutboxEntry
+from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.store.vectors import VectorHit, scope_of
 from recall_hub.timeutil import now_ms
 
 log = logging.getLogger(__name__)
 
-AUTO_LINK_NOTE = '{"auto": true}'
 MAX_BACKOFF_MS = 60_000
 BULK_CONCURRENCY = 8
 """Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""

@@ -20,6 +20,7 @@ from recall_hub.store.bead_cache import BeadCache, check_unchanged, held_propert
 from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
+from recall_hub.store.sessions import BRIDGE_CHAIN, chain_around
 from recall_hub.store.validity import interval_after_change, interval_params
 from recall_hub.store.vectors import scope_of
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
@@ -432,8 +433,9 @@ class BeadStore:
             f"WITH b, {may_modify('b')} AS may, properties(b) AS before, "
             "($if_version IS NULL OR coalesce(b.version, 1) = $if_version) AS current "
             + versions_of("b", carry="may, before, current")
-            + "FOREACH (_ IN CASE WHEN may AND current THEN [1] ELSE [] END | "
-            "FOREACH (v IN versions | DETACH DELETE v) DETACH DELETE b "
+            + chain_around("b", carry="may, before, current, versions")
+            + "FOREACH (_ IN CASE WHEN may AND current THEN [1] ELSE [] END | " + BRIDGE_CHAIN
+            + "FOREACH (v IN versions | DETACH DELETE v) DETACH DELETE b "
             + record("deleted", after=None, before="before") + ") "
             "RETURN may, current, before",
             {"caller": caller, "bead_id": bead_id, "if_version": if_version, **record_params()},

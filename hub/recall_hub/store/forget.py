@@ -25,6 +25,7 @@ from recall_hub.store.as_of import versions_of
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.outbox import record, record_params, vector_scope_of
+from recall_hub.store.sessions import BRIDGE_CHAIN, chain_around
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,9 @@ class ForgetStore:
             MY_GROUPS + f"UNWIND $rows AS row MATCH (b:Bead {{bead_id: row.id}}) WHERE {visible('b')} "
             f"WITH row, b, {may_modify('b')} AS may, properties(b) AS before "
             + versions_of("b", carry="row, may, before")
-            + "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | "
-            "CREATE (:Tombstone {bead_id: before.bead_id, content_hash: before.content_hash, "
+            + chain_around("b", carry="row, may, before, versions")
+            + "FOREACH (_ IN CASE WHEN may THEN [1] ELSE [] END | " + BRIDGE_CHAIN
+            + "CREATE (:Tombstone {bead_id: before.bead_id, content_hash: before.content_hash, "
             "visibility: before.visibility, group_id: before.group_id, created_by: before.created_by, "
             f"deny_scope: {vector_scope_of('before')}, forgotten_by: $caller, forgotten_at: $now, changed_at: $now, "
             "reason: $reason, denied: $denied, deny_vector: row.vector, vec_model: row.model}) "

@@ -381,7 +381,7 @@ class KeywordIndex:
         current = {str(p["bead_id"]): p for p in await self.beads.system_many(ids)}
         preceding = await self.beads.system_preceding(ids)
         before, follows = preceding.context, preceding.follows
-        for bead_id in bead_ids:
+        for bead_id in ids:  # a follower's own link may have moved too (a bead removed from a session's middle)
             if bead_id in current:
                 self._sessions.set(bead_id, follows.get(bead_id, []))
             else:

@@ -25,6 +25,32 @@ from recall_hub.timeutil import from_ms
 
 Props = dict[str, Any]
 
+AUTO_LINK_NOTE = '{"auto": true}'
+"""The metadata of the links the hub makes itself (a bead's session predecessor, its related beads)."""
+
+
+def chain_around(bead: str, carry: str) -> str:
+    """Cypher: what :data:`BRIDGE_CHAIN` needs before ``bead`` is removed — the beads of its session's chain (its
+    author's beads of that session) that ``FOLLOWS_FROM`` it, ``later``, and the one it follows, ``earlier`` (an
+    empty list or one bead); ``carry`` is passed on."""
+    same_chain = "{0}.session_id = {1}.session_id AND {0}.created_by = {1}.created_by"
+    return (
+        f"OPTIONAL MATCH (l:Bead)-[:FOLLOWS_FROM]->({bead}) WHERE {same_chain.format('l', bead)} "
+        f"WITH {carry}, {bead}, collect(DISTINCT l) AS later "
+        f"OPTIONAL MATCH ({bead})-[:FOLLOWS_FROM]->(e:Bead) WHERE {same_chain.format('e', bead)} "
+        f"WITH {carry}, {bead}, later, collect(DISTINCT e)[..1] AS earlier "
+    )
+
+
+BRIDGE_CHAIN = (
+    "FOREACH (e IN earlier | FOREACH (l IN later | MERGE (l)-[r:FOLLOWS_FROM]->(e) "
+    "ON CREATE SET r.created_at = l.created_at, r.created_by = l.created_by, r.strength = 1.0, "
+    f"r.metadata = '{AUTO_LINK_NOTE}')) "
+)
+"""Cypher, inside the update that removes a bead: what followed it in its session's chain now follows what it
+followed, so removing a bead from the middle of a session leaves the chain whole (:func:`chain_around` binds
+``earlier`` and ``later``)."""
+
 
 def _session(p: Mapping[str, Any]) -> Session:
     return Session(
