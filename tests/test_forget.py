@@ -485,15 +485,19 @@ async def test_a_backup_from_before_a_forget_does_not_bring_it_back(own_stack: E
     settings = settings_for(own_stack, f"forget_{secrets.token_hex(3)}")
     ops_id, author_id = new_ai("o"), new_ai("a")
     word = f"zq{secrets.token_hex(4)}"
+    session = f"s_{secrets.token_hex(6)}"
     title, content = secret_text(word)
     async with running_hub(settings):
         ops, author = [c async for c in _clients(own_stack, ops_id, author_id)]
         try:
             group_id = (await ops.create_group("team")).group_id
             await ops.add_member(group_id, author_id)
-            secret = await author.create_bead(title, content, visibility="group", group_id=group_id)
+            opening = await author.create_bead("opening", "the session starts", visibility="group",
+                                               group_id=group_id, session_id=session)
+            secret = await author.create_bead(title, content, visibility="group", group_id=group_id,
+                                              session_id=session)
             kept = await author.create_bead("kept", f"a memory that stays {word}", visibility="group",
-                                            group_id=group_id)
+                                            group_id=group_id, session_id=session)
             before = (await backup(settings, tmp_path / "before.backup")).path
             assert _file_mentions(before, "vault at secret/staging")
             await author.forget_bead(secret.bead_id, "leaked")
@@ -508,7 +512,7 @@ async def test_a_backup_from_before_a_forget_does_not_bring_it_back(own_stack: E
             async with RecallClient(author_id, own_stack.nats_url) as reader:
                 if forgotten:
                     await raises(NotFound, reader.get_bead(secret.bead_id))
-                    hits = (await reader.search_beads(word)).hits
+                    hits = (await reader.search_beads(word, mode="keyword")).hits  # (hybrid adds kept's neighbour)
                     assert [h.bead.bead_id for h in hits] == [kept.bead_id]
                     changes = (await reader.changes_since(group_id)).changes
                     assert all(c.bead is None for c in changes if c.bead_id == secret.bead_id)
@@ -516,6 +520,10 @@ async def test_a_backup_from_before_a_forget_does_not_bring_it_back(own_stack: E
                 else:
                     assert (await reader.get_bead(secret.bead_id)).content == content
                 assert (await reader.get_bead(kept.bead_id)).bead_id == kept.bead_id
+                # The session's chain stays whole: what followed the forgotten bead follows what it followed.
+                follows = await reader.get_relationships(kept.bead_id, rel_type="FOLLOWS_FROM", direction="out")
+                assert [r.to_id for r in follows] == [opening.bead_id if forgotten else secret.bead_id]
+                assert (await reader.check_session(session)).problems == []
 
     # Restored with --force into the store that forgot it: the store's ledger stays.
     await restore(settings, before, force=True)

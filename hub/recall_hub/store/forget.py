@@ -214,6 +214,7 @@ class ForgetStore:
         if ids:
             await self.graph.query(
                 "UNWIND $ids AS id MATCH (b:Bead {bead_id: id}) " + versions_of("b", carry="id")
+                + chain_around("b", carry="id, versions") + BRIDGE_CHAIN
                 + "FOREACH (v IN versions | DETACH DELETE v) DETACH DELETE b",
                 {"ids": ids},
             )
