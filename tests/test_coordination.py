@@ -4,6 +4,7 @@ the change feed, key-value memory and audit."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import uuid
@@ -11,11 +12,15 @@ import uuid
 import pytest
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
+from recall_hub.ops.after_commit import follow_session
+from recall_hub.ops.beads import new_bead_props
 from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
+from recall_hub.timeutil import new_moments
 from recall_hub.tooling.stack import EmbeddedStack
-from recall_schemas import new_id
+from recall_schemas import CreateBead, SearchBeads, SearchMode, new_id
 from recall_schemas.coordination import Todo
 from recall_schemas.events import DeadLetter
 from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
@@ -168,6 +173,32 @@ async def test_a_bead_removed_from_a_session_leaves_its_chain_whole(connect, hub
     for i in removed:
         hits = (await agent.search_beads(f"w{i}x{session[2:]}", mode="keyword")).hits
         assert hits == []
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(4))))
+async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_commit_in(hub, order):
+    """Creates of one author into one session from two connections or two hubs may commit out of the order they
+    were stamped in; each bead still follows the one stamped before it."""
+    me, session = new_ai(), new_id("s")
+    words = [f"w{i}x{session[2:]}" for i in range(4)]
+    beads = [new_bead_props(me, CreateBead(title=f"step {word}", session_id=session), new_moments())[0]
+             for word in words]
+    for i in order:  # each as a create does it: commit, link, log for the keyword indexes
+        stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
+        await follow_session(hub, stored)
+        await hub.index_log.append(stored["bead_id"])
+    rows = await hub.graph.ro_query(
+        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session RETURN x.bead_id, y.bead_id",
+        {"session": session},
+    )
+    ids = [b["bead_id"] for b in beads]
+    assert sorted(map(tuple, rows)) == sorted(zip(ids[1:], ids, strict=False))
+    # The keyword index follows: each bead is found (weighed down) by the words of the one stamped before it.
+    await hub.keywords.catch_up(hub.index_log.last_appended)
+    for i in range(1, 4):
+        found = await search_beads(hub, me, SearchBeads(query=words[i - 1], mode=SearchMode.KEYWORD))
+        assert sorted(h.bead.bead_id for h in found.hits) == sorted(ids[i - 1 : i + 1])
+        assert (ids[i], ids[i - 1]) in hub.keywords.session_edges([ids[i]], [ids[i]])
 
 
 async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):

@@ -128,15 +128,18 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created:
     ids = [e.bead_id for e in entries]
     beads = {str(p["bead_id"]): p for p in await ctx.beads.system_many(ids)}
     present = [b for b in ids if b in beads]
+    relinked: list[str] = []
     if ctx.settings.auto_follows:
         # One query per bead, a few at once (each holds a connection of a bounded pool).
         chained = [b for b in present if beads[b].get("session_id")]
         for k in range(0, len(chained), BULK_CONCURRENCY):
-            await asyncio.gather(*(
+            for moved in await asyncio.gather(*(
                 ctx.beads.system_link_session_predecessor(b, str(beads[b]["session_id"]), AUTO_LINK_NOTE)
                 for b in chained[k : k + BULK_CONCURRENCY]
-            ))
-    await ctx.index_log.append_many(ids)  # after the links: a keyword document holds the words a bead follows
+            )):
+                relinked += [b for b in moved if b not in beads]
+    # After the links: a keyword document holds the words a bead follows (a bead re-linked to one of these too).
+    await ctx.index_log.append_many([*ids, *dict.fromkeys(relinked)])
     chunked = await embed_beads(ctx, [beads[b] for b in present]) if present else []
     await ctx.vectors.add_many(
         [(b, scope_of(beads[b]), v, attributes(beads[b])) for b, v in zip(present, chunked, strict=True)]
@@ -161,9 +164,14 @@ async def _work_created(ctx: HubContext, entries: list[OutboxEntry], as_created:
 
 
 async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
-    """A new bead FOLLOWS_FROM its session's previous one (idempotent), unless auto-links are off."""
+    """A new bead FOLLOWS_FROM its session's previous one (idempotent), unless auto-links are off; a bead of the
+    session stamped after it that now follows it instead is logged for the keyword indexes (the words it follows
+    changed)."""
     if ctx.settings.auto_follows and props.get("session_id"):
-        await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), str(props["session_id"]), AUTO_LINK_NOTE)
+        session_id = str(props["session_id"])
+        relinked = await ctx.beads.system_link_session_predecessor(str(props["bead_id"]), session_id, AUTO_LINK_NOTE)
+        if relinked:
+            await ctx.index_log.append_many(relinked)
 
 
 async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = None) -> None:

@@ -89,6 +89,10 @@ class Preceding:
     with title and content: the keyword index finds the bead by these words too."""
 
 
+_BEFORE = "({0}.created_at < {1}.created_at OR ({0}.created_at = {1}.created_at AND {0}.bead_id < {1}.bead_id))"
+"""Cypher: the bead ``{0}`` was stamped before ``{1}`` (a session's order: creation time, then id)."""
+
+
 class BeadStore:
     def __init__(self, graph: GraphStore, cache_size: int = 0) -> None:
         self.graph = graph
@@ -586,20 +590,47 @@ class BeadStore:
         """Mark every bead as not embedded (``recall reindex``)."""
         await self.graph.query("MATCH (b:Bead) SET b.vec_model = NULL")
 
-    async def system_link_session_predecessor(self, bead_id: str, session_id: str, note: str) -> None:
-        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent). The session
-        is a parameter: matched on ``b.session_id`` FalkorDB scans every bead instead of using the index."""
-        await self.graph.query(
+    async def system_link_session_predecessor(self, bead_id: str, session_id: str, note: str) -> list[str]:
+        """``FOLLOWS_FROM`` the previous bead of the same session — the author's (idempotent). A bead stamped after
+        it that committed first (two connections of one author, or two hubs) and so follows what came before it,
+        or nothing, follows it instead: the chain keeps the order of the stamps whatever order the creates commit
+        in. Returns the beads re-linked so (their keyword documents hold the words of the bead they follow). The
+        session is a parameter: matched on ``b.session_id`` FalkorDB scans every bead instead of using the index."""
+        rows = await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id "
-            "MATCH (prev:Bead) WHERE prev.session_id = $session_id "
-            "AND prev.created_by = b.created_by AND prev.bead_id <> b.bead_id AND (prev.created_at < b.created_at OR "
-            "(prev.created_at = b.created_at AND prev.bead_id < b.bead_id)) "
-            "WITH b, prev ORDER BY prev.created_at DESC, prev.bead_id DESC LIMIT 1 "
-            "MERGE (b)-[r:FOLLOWS_FROM]->(prev) "
+            "OPTIONAL MATCH (p:Bead) WHERE p.session_id = $session_id AND p.created_by = b.created_by "
+            f"AND p.bead_id <> b.bead_id AND {_BEFORE.format('p', 'b')} "
+            "WITH b, p ORDER BY p.created_at DESC, p.bead_id DESC LIMIT 1 "
+            "FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (b)-[r:FOLLOWS_FROM]->(x) "
             "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
-            "r.metadata = $meta",
+            "r.metadata = $meta) "
+            # Only the beads that follow b's predecessor can be the ones stamped after b: an edge away, no scan.
+            "WITH b, p OPTIONAL MATCH (n:Bead)-[old:FOLLOWS_FROM]->(p) WHERE old.metadata = $meta "
+            f"AND n.session_id = $session_id AND n.created_by = b.created_by AND {_BEFORE.format('b', 'n')} "
+            "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | DELETE old MERGE (x)-[r:FOLLOWS_FROM]->(b) "
+            "ON CREATE SET r.created_at = x.created_at, r.created_by = x.created_by, r.strength = 1.0, "
+            "r.metadata = $meta) "
+            "RETURN p IS NULL, collect(n.bead_id)",
             {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
+        if not rows:
+            return []
+        first, moved = rows[0]
+        if not first:
+            return [str(b) for b in moved or []]
+        # b is the first of its chain: the bead after it may have committed first and follow nothing.
+        rows = await self.graph.query(
+            "MATCH (b:Bead {bead_id: $bead_id}) "
+            "MATCH (n:Bead) WHERE n.session_id = $session_id AND n.created_by = b.created_by "
+            f"AND n.bead_id <> b.bead_id AND {_BEFORE.format('b', 'n')} "
+            "WITH b, n ORDER BY n.created_at, n.bead_id LIMIT 1 "
+            "WHERE NOT (n)-[:FOLLOWS_FROM]->(:Bead {session_id: $session_id}) "
+            "MERGE (n)-[r:FOLLOWS_FROM]->(b) "
+            "ON CREATE SET r.created_at = n.created_at, r.created_by = n.created_by, r.strength = 1.0, "
+            "r.metadata = $meta RETURN n.bead_id",
+            {"bead_id": bead_id, "session_id": session_id, "meta": note},
+        )
+        return [str(row[0]) for row in rows]
 
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
         """``RELATED_TO`` edges ``{"from", "id", "sim"}``, idempotent, in one query."""
