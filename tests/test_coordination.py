@@ -133,6 +133,23 @@ async def test_session_migration_moves_every_bead_and_keeps_the_chain(connect):
         await other.migrate_session_with_memories(new, new_id("s"))
 
 
+async def test_a_migration_into_a_session_with_beads_makes_one_chain_of_them(connect, hub):
+    """The moved beads and those already there, interleaved by their stamps, follow each other in that order."""
+    agent = await connect()
+    old, new = new_id("s"), new_id("s")
+    beads = [await agent.create_bead(f"step w{i}x{new[2:]}", session_id=(new, old)[i % 2]) for i in range(5)]
+    await agent.migrate_session_with_memories(old, new)
+    ids = [b.bead_id for b in beads]
+    assert [b.bead_id for b in await agent.get_by_session(new)] == ids
+    assert await _chain(agent, new) == [[]] + [[earlier] for earlier in ids[:-1]]
+    report = await agent.check_session(new)
+    assert report.beads == 5 and report.problems == []
+    for i in range(1, 5):  # the keyword index follows the new links
+        hits = (await agent.search_beads(f"w{i - 1}x{new[2:]}", mode="keyword")).hits
+        assert ids[i] in [h.bead.bead_id for h in hits]
+        assert (ids[i], ids[i - 1]) in hub.keywords.session_edges([ids[i]], [ids[i]])
+
+
 async def _chain(agent: RecallClient, session: str) -> list[list[str]]:
     """What each bead of the session follows, oldest first."""
     return [

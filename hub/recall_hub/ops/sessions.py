@@ -19,6 +19,7 @@ from recall_schemas.coordination import (
 
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import settle_quietly
+from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.timeutil import now_ms
 
 
@@ -52,6 +53,9 @@ async def migrate_session_with_memories(ctx: HubContext, caller: str, req: Migra
         raise NotFound(f"session {req.old_session_id} not found")
     if moved.refused_group is not None:  # a group the caller has left, or never was in: not for it to see
         raise NotFound(f"group {moved.refused_group} not found")
+    if moved.count and ctx.settings.auto_follows:  # one chain in the order of the stamps, with what was there
+        relinked = await ctx.beads.system_rechain_session(req.new_session_id, caller, AUTO_LINK_NOTE)
+        await ctx.index_log.append_many(relinked)
     for props in moved.beads:
         await settle_quietly(ctx, props["bead_id"])
     return MigrationResult(

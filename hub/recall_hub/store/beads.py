@@ -632,6 +632,39 @@ class BeadStore:
         )
         return [str(row[0]) for row in rows]
 
+    async def system_rechain_session(self, session_id: str, author: str, note: str) -> list[str]:
+        """Link ``author``'s beads of the session in the order of their stamps — each ``FOLLOWS_FROM`` the one
+        stamped before it — and remove the hub's own links among them that no longer say so: after beads moved in
+        from another session (a migration into one that already held some). Returns the beads whose link changed
+        (their keyword documents hold the words of the bead they follow)."""
+        rows = await self.graph.values(
+            "MATCH (b:Bead) WHERE b.session_id = $session_id AND b.created_by = $author "
+            "OPTIONAL MATCH (b)-[r:FOLLOWS_FROM]->(e:Bead) WHERE r.metadata = $meta AND e.session_id = $session_id "
+            "AND e.created_by = $author "
+            "WITH b, collect(e.bead_id) AS follows RETURN b.bead_id, follows ORDER BY b.created_at, b.bead_id",
+            {"session_id": session_id, "author": author, "meta": note},
+        )
+        order = [str(row[0]) for row in rows]
+        follows = {str(row[0]): set(row[1] or []) for row in rows}
+        wanted = dict(zip(order[1:], order, strict=False))
+        drop = [[b, e] for b in order for e in sorted(follows[b]) if wanted.get(b) != e]
+        add = [[b, e] for b, e in wanted.items() if e not in follows[b]]
+        if drop:
+            await self.graph.query(
+                "UNWIND $pairs AS pair MATCH (b:Bead {bead_id: pair[0]})-[r:FOLLOWS_FROM]->(e:Bead {bead_id: pair[1]}) "
+                "WHERE r.metadata = $meta DELETE r",
+                {"pairs": drop, "meta": note},
+            )
+        if add:
+            await self.graph.query(
+                "UNWIND $pairs AS pair MATCH (b:Bead {bead_id: pair[0]}) MATCH (e:Bead {bead_id: pair[1]}) "
+                "MERGE (b)-[r:FOLLOWS_FROM]->(e) "
+                "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
+                "r.metadata = $meta",
+                {"pairs": add, "meta": note},
+            )
+        return sorted({b for b, _ in drop} | {b for b, _ in add})
+
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
         """``RELATED_TO`` edges ``{"from", "id", "sim"}``, idempotent, in one query."""
         await self.graph.query(
