@@ -20,7 +20,7 @@ from recall_hub.store.bead_cache import BeadCache, check_unchanged, held_propert
 from recall_hub.store.filters import filter_clause, listing_clause
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.outbox import record, record_params
-from recall_hub.store.sessions import BRIDGE_CHAIN, chain_around
+from recall_hub.store.sessions import BRIDGE_CHAIN, STAMPED_BEFORE, chain_around, follows_link
 from recall_hub.store.validity import interval_after_change, interval_params
 from recall_hub.store.vectors import scope_of
 from recall_hub.store.visibility import MY_GROUPS, may_modify, visible
@@ -87,10 +87,6 @@ class Preceding:
     context: dict[str, dict[str, str]] = field(default_factory=dict)
     """The newest ``PRECEDING_MAX`` that everyone who sees the bead may see (the same scope, or global), by id,
     with title and content: the keyword index finds the bead by these words too."""
-
-
-_BEFORE = "({0}.created_at < {1}.created_at OR ({0}.created_at = {1}.created_at AND {0}.bead_id < {1}.bead_id))"
-"""Cypher: the bead ``{0}`` was stamped before ``{1}`` (a session's order: creation time, then id)."""
 
 
 class BeadStore:
@@ -599,17 +595,13 @@ class BeadStore:
         rows = await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id "
             "OPTIONAL MATCH (p:Bead) WHERE p.session_id = $session_id AND p.created_by = b.created_by "
-            f"AND p.bead_id <> b.bead_id AND {_BEFORE.format('p', 'b')} "
+            f"AND p.bead_id <> b.bead_id AND {STAMPED_BEFORE.format('p', 'b')} "
             "WITH b, p ORDER BY p.created_at DESC, p.bead_id DESC LIMIT 1 "
-            "FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | MERGE (b)-[r:FOLLOWS_FROM]->(x) "
-            "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
-            "r.metadata = $meta) "
+            f"FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | {follows_link('b', 'x')}) "
             # Only the beads that follow b's predecessor can be the ones stamped after b: an edge away, no scan.
             "WITH b, p OPTIONAL MATCH (n:Bead)-[old:FOLLOWS_FROM]->(p) WHERE old.metadata = $meta "
-            f"AND n.session_id = $session_id AND n.created_by = b.created_by AND {_BEFORE.format('b', 'n')} "
-            "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | DELETE old MERGE (x)-[r:FOLLOWS_FROM]->(b) "
-            "ON CREATE SET r.created_at = x.created_at, r.created_by = x.created_by, r.strength = 1.0, "
-            "r.metadata = $meta) "
+            f"AND n.session_id = $session_id AND n.created_by = b.created_by AND {STAMPED_BEFORE.format('b', 'n')} "
+            f"FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | DELETE old {follows_link('x', 'b')}) "
             "RETURN p IS NULL, collect(n.bead_id)",
             {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
@@ -622,12 +614,10 @@ class BeadStore:
         rows = await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) "
             "MATCH (n:Bead) WHERE n.session_id = $session_id AND n.created_by = b.created_by "
-            f"AND n.bead_id <> b.bead_id AND {_BEFORE.format('b', 'n')} "
+            f"AND n.bead_id <> b.bead_id AND {STAMPED_BEFORE.format('b', 'n')} "
             "WITH b, n ORDER BY n.created_at, n.bead_id LIMIT 1 "
             "WHERE NOT (n)-[:FOLLOWS_FROM]->(:Bead {session_id: $session_id}) "
-            "MERGE (n)-[r:FOLLOWS_FROM]->(b) "
-            "ON CREATE SET r.created_at = n.created_at, r.created_by = n.created_by, r.strength = 1.0, "
-            "r.metadata = $meta RETURN n.bead_id",
+            + follows_link("n", "b") + "RETURN n.bead_id",
             {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
         return [str(row[0]) for row in rows]
@@ -658,9 +648,7 @@ class BeadStore:
         if add:
             await self.graph.query(
                 "UNWIND $pairs AS pair MATCH (b:Bead {bead_id: pair[0]}) MATCH (e:Bead {bead_id: pair[1]}) "
-                "MERGE (b)-[r:FOLLOWS_FROM]->(e) "
-                "ON CREATE SET r.created_at = b.created_at, r.created_by = b.created_by, r.strength = 1.0, "
-                "r.metadata = $meta",
+                + follows_link("b", "e"),
                 {"pairs": add, "meta": note},
             )
         return sorted({b for b, _ in drop} | {b for b, _ in add})

@@ -28,6 +28,18 @@ Props = dict[str, Any]
 AUTO_LINK_NOTE = '{"auto": true}'
 """The metadata of the links the hub makes itself (a bead's session predecessor, its related beads)."""
 
+STAMPED_BEFORE = "({0}.created_at < {1}.created_at OR ({0}.created_at = {1}.created_at AND {0}.bead_id < {1}.bead_id))"
+"""Cypher: the bead ``{0}`` was stamped before ``{1}`` (a session's order: creation time, then id)."""
+
+
+def follows_link(later: str, earlier: str, meta: str = "$meta") -> str:
+    """Cypher: the hub's own ``FOLLOWS_FROM`` link of ``later`` to ``earlier`` in a session's chain (idempotent);
+    ``meta``: the metadata, a parameter or a literal."""
+    return (
+        f"MERGE ({later})-[r:FOLLOWS_FROM]->({earlier}) ON CREATE SET r.created_at = {later}.created_at, "
+        f"r.created_by = {later}.created_by, r.strength = 1.0, r.metadata = {meta} "
+    )
+
 
 def chain_around(bead: str, carry: str) -> str:
     """Cypher: what :data:`BRIDGE_CHAIN` needs before ``bead`` is removed — the beads of its session's chain (its
@@ -42,11 +54,7 @@ def chain_around(bead: str, carry: str) -> str:
     )
 
 
-BRIDGE_CHAIN = (
-    "FOREACH (e IN earlier | FOREACH (l IN later | MERGE (l)-[r:FOLLOWS_FROM]->(e) "
-    "ON CREATE SET r.created_at = l.created_at, r.created_by = l.created_by, r.strength = 1.0, "
-    f"r.metadata = '{AUTO_LINK_NOTE}')) "
-)
+BRIDGE_CHAIN = f"FOREACH (e IN earlier | FOREACH (l IN later | {follows_link('l', 'e', repr(AUTO_LINK_NOTE))})) "
 """Cypher, inside the update that removes a bead: what followed it in its session's chain now follows what it
 followed, so removing a bead from the middle of a session leaves the chain whole (:func:`chain_around` binds
 ``earlier`` and ``later``)."""
