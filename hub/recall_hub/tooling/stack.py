@@ -508,6 +508,10 @@ class EmbeddedStack:
         except StackError as exc:
             raise StackError(f"{exc}{self._log_tail(child)}") from None
 
+    def log_tail(self, name: str) -> str:
+        """The last lines a process of this stack wrote to its log (what a test shows when a server went away)."""
+        return self._log_tail(self.child(name))
+
     def _log_tail(self, child: Child) -> str:
         log_path = self.data_dir / "logs" / f"{child.name}.log"
         try:
