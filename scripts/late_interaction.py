@@ -1,0 +1,159 @@
+"""Token-level matching by the local model (late interaction), measured on dumped candidates (experiment tooling).
+
+    python scripts/late_interaction.py /tmp/tune/candidates.jsonl --data ../shared/data \\
+        --variants float,int8,binary,rp128,rp128-binary --weights 0.4,0.8
+
+Each question of the dump (``scripts/dump_candidates.py``: LoCoMo and LongMemEval, the current ranking's
+candidates) and each candidate's text (``"Speaker: text"``, ``"role: text"``) are read by the local model once
+(its first window, as the hub's embedder reads it; the outputs kept in ``--cache``). A candidate's score: for each
+content token of the question (no function word, no punctuation, no special token) the best cosine among the
+candidate's content tokens, averaged. Scaled over the question's candidates like the vector list (spread floor
+``--spread`` of cosine) and added with weight *w* beside 0.6 keyword / 0.4 vector before graph context; each
+variant's paired difference from the current ranking with a 95% bootstrap interval (``learn_fusion.report``).
+
+The variants are what storing each candidate's token outputs would cost: ``float`` as the model gives them,
+``int8`` (384 bytes a token), ``binary`` (the sign of each dimension: 48 bytes a token; the question's tokens
+stay float), ``rp128`` a fixed random projection to 128 dimensions, ``rp128-binary`` (16 bytes a token);
+``all-`` before a variant keeps every token of the candidate, not only its content tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from recall_hub.embedders.local import LocalEmbedder
+from recall_hub.retrieval.keyword import STOPWORDS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import learn_fusion
+
+Key = tuple[str, str, str]
+Tokens = tuple[np.ndarray, list[str], list[int]]
+"""A text's token outputs (float16, one row a token), its tokens and each token's word index (-1: special)."""
+_SPECIAL = {"[CLS]", "[SEP]", "[PAD]"}
+_HAS_WORD = re.compile(r"[a-z0-9]")
+_PROJECTION = np.random.default_rng(7).standard_normal((384, 128)).astype(np.float32) / np.sqrt(128)
+
+
+def turn_texts(data: Path) -> dict[Key, str]:
+    """Each dev-set turn as the evals write it, by (set, conversation or question key, candidate key)."""
+    texts = {}
+    for path in sorted((data / "locomo").glob("*.json")):
+        for name, turns in json.loads(path.read_text()).items():
+            if name.startswith("session_") and isinstance(turns, list):
+                for turn in turns:
+                    texts[("locomo", path.stem, turn["dia_id"])] = f"{turn['speaker']}: {turn['text']}"
+    for path in sorted((data / "longmemeval").glob("*_*.json")):
+        record = json.loads(path.read_text())
+        for sid, session in zip(record["haystack_session_ids"], record["haystack_sessions"], strict=True):
+            for i, turn in enumerate(session):
+                texts[("lme", path.stem.split("_", 1)[1], f"{sid}#{i}")] = f"{turn['role']}: {turn['content']}"
+    return texts
+
+
+def read_tokens(texts: list[str]) -> list[Tokens]:
+    embedder = LocalEmbedder()
+    lane = embedder._documents[0]
+    loaded = embedder._load(lane)
+    encodings = loaded.tokenizer.encode_batch(texts)
+    out: list[Any] = [None] * len(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids), reverse=True)
+    for start in range(0, len(order), 16):
+        run = order[start : start + 16]
+        outputs, _ = embedder._run_model(loaded, [encodings[i].ids for i in run])
+        for row, i in enumerate(run):
+            e = encodings[i]
+            words = [w if w is not None else -1 for w in e.word_ids]
+            out[i] = (outputs[row, : len(e.ids)].astype(np.float16), list(e.tokens), words)
+    embedder.close()
+    return out
+
+
+def content(tokens: Tokens, keep_all: bool = False) -> np.ndarray:
+    """Which tokens count: not special, holding a letter or digit, and (unless ``keep_all``) of no function word."""
+    _, strs, words = tokens
+    keep = np.array([s not in _SPECIAL and (keep_all or bool(_HAS_WORD.search(s.removeprefix("##")))) for s in strs])
+    if keep_all:
+        return keep
+    pieces: dict[int, list[int]] = {}
+    for i, word in enumerate(words):
+        if word >= 0:
+            pieces.setdefault(word, []).append(i)
+    for indexes in pieces.values():
+        if "".join(strs[i].removeprefix("##") for i in indexes).lower() in STOPWORDS:
+            keep[indexes] = False
+    return keep
+
+
+def stored(rows: np.ndarray, variant: str) -> np.ndarray:
+    m = rows.astype(np.float32)
+    if variant.startswith("rp128"):
+        m = m @ _PROJECTION
+    if variant.endswith("binary"):
+        m = np.sign(m)
+    elif variant == "int8":
+        scale = np.abs(m).max(axis=1, keepdims=True) / 127
+        m = np.round(m / np.maximum(scale, 1e-9)) * scale
+    return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
+
+
+def late_score(query: Tokens, candidate: Tokens | None, variant: str) -> float:
+    keep_all = variant.startswith("all-")
+    kind = variant.removeprefix("all-")
+    asked = content(query)
+    if candidate is None or not asked.any():
+        return 0.0
+    kept = content(candidate, keep_all)
+    if not kept.any():
+        return 0.0
+    q = query[0][asked].astype(np.float32)
+    q = (q @ _PROJECTION if kind.startswith("rp128") else q)
+    q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
+    return float((q @ stored(candidate[0][kept], kind).T).max(axis=1).mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dump", type=Path)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--cache", type=Path, help="where the token outputs are kept (default: beside the dump)")
+    parser.add_argument("--variants", default="float,binary")
+    parser.add_argument("--weights", default="0.4,0.8")
+    parser.add_argument("--spread", type=float, default=0.1)
+    args = parser.parse_args()
+    records = [json.loads(line) for line in args.dump.open()]
+    cache = args.cache or args.dump.with_suffix(".tokens.pkl")
+    if cache.exists():
+        docs, queries = pickle.loads(cache.read_bytes())
+    else:
+        texts = turn_texts(args.data)
+        needed = sorted({(r["set"], r["key"].split("/")[0] if r["set"] == "locomo" else r["key"], c["key"])
+                         for r in records for c in r["cands"].values()} & texts.keys())
+        docs = dict(zip(needed, read_tokens([texts[k] for k in needed]), strict=True))
+        queries = dict(zip([(r["set"], r["key"]) for r in records], read_tokens([r["query"] for r in records]),
+                           strict=True))
+        cache.write_bytes(pickle.dumps((docs, queries)))
+    questions = learn_fusion.load(args.dump)
+    keys = {r["key"]: [r["cands"][b]["key"] for b in sorted(r["cands"])] for r in records}
+    current = learn_fusion.evaluate(questions, ["kn", "vn"], np.array([0.6, 0.4]), 0.4)
+    print(f"{len(questions)} questions, {len(docs)} candidate texts; paired differences from the current ranking")
+    for variant in args.variants.split(","):
+        for q in questions:
+            owner = q.key.split("/")[0] if q.set == "locomo" else q.key
+            s = np.array([late_score(queries[(q.set, q.key)], docs.get((q.set, owner, k)), variant)
+                          for k in keys[q.key]])
+            q.raw["late"] = learn_fusion._minmax(s, s > 0, args.spread, False)
+        for w in (float(x) for x in args.weights.split(",")):
+            result = learn_fusion.evaluate(questions, ["kn", "vn", "late"], np.array([0.6, 0.4, w]), 0.4)
+            learn_fusion.report(questions, current, result, f"{variant} w={w}")
+
+
+if __name__ == "__main__":
+    main()
