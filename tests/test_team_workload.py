@@ -39,7 +39,7 @@ from recall_hub.retrieval.embedding import bead_text, embed_beads
 from recall_hub.retrieval.search import search_beads
 from recall_hub.service.server import running_hub
 from recall_hub.store.feed import feed_scope
-from recall_hub.store.vectors import bead_of, scope_of
+from recall_hub.store.vectors import bead_of, scope_of, unpack_signs
 from recall_schemas import (
     MemoryBead,
     NotFound,
@@ -224,6 +224,15 @@ async def _vector_elements(ctx: HubContext) -> dict[str, dict[str, str]]:
     return out
 
 
+async def _token_signs(ctx: HubContext) -> dict[str, dict[str, bytes]]:
+    """Every bead's token signs of the hub's model: by bead, the hash that holds them -> the signs."""
+    out: dict[str, dict[str, bytes]] = defaultdict(dict)
+    async for raw in ctx.redis.scan_iter(match=f"{ctx.keys.token_root(ctx.vectors.model_id)}:*"):
+        for bead_id, packed in (await ctx.redis.hgetall(raw)).items():
+            out[bead_id.decode()][raw.decode()] = packed
+    return out
+
+
 async def _keyword_hits(ctx: HubContext, caller: str, word: str) -> list[str]:
     """At one hub in particular (the bus would pick either)."""
     result = await search_beads(ctx, caller, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
@@ -246,12 +255,15 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
     now = {b: await first.beads.system_get(b) for b in work.created}
     assert await first.outbox.system_pending_many(list(work.created)) == {b: [] for b in work.created}
 
-    elements = await _vector_elements(first)
+    elements, signs = await _vector_elements(first), await _token_signs(first)
     for bead_id, props in now.items():
         held = elements.get(bead_id, {})
         if props is None:
             assert held == {}, f"vectors of gone bead {bead_id} left in {set(held.values())}"
+            assert signs.get(bead_id, {}) == {}, f"token signs of gone bead {bead_id} left in {set(signs[bead_id])}"
             continue
+        signs_key = first.vectors.signs_key(scope_of(props))
+        assert set(signs.get(bead_id, {})) == {signs_key}, f"{bead_id}'s token signs: {set(signs.get(bead_id, {}))}"
         (expected,) = await embed_beads(first, [props])
         key = first.vectors.key(scope_of(props))
         stored = [name for name in held if held[name] == key]
@@ -262,6 +274,9 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
         whole = await first.vectors.vector(bead_id, scope_of(props))
         assert whole is not None, f"{bead_id} has no whole-text vector"
         assert float(whole @ expected.rows[0]) / float(np.linalg.norm(whole)) > 0.99, f"{bead_id}'s vector is stale"
+        kept = unpack_signs(signs[bead_id][signs_key])
+        assert expected.tokens is not None and kept.shape == expected.tokens.shape, f"{bead_id}'s signs are stale"
+        assert (np.sign(kept) == np.sign(expected.tokens)).mean() > 0.95, f"{bead_id}'s signs are stale"
 
     members = {g: {m.ai_id for m in (await work.ops.list_members(g)).members} for g in work.groups}
     readers = [*work.team, new_ai()]  # the last one an outsider

@@ -97,6 +97,12 @@ class HubSettings(BaseSettings):
         "sentence, pooled from the same model run (the local model; no extra inference, more vectors kept); "
         "applies to beads embedded from then on",
     )
+    late_interaction: bool = Field(
+        default=True,
+        description="Each bead keeps the signs of the model's outputs for its words (the local model; 48 bytes a "
+        "word token of its first window, from the same model run), and hybrid search adds how well the query's "
+        "words match them one by one to the fused relevance; applies to beads embedded from then on",
+    )
     auto_related: bool = Field(default=True, description="Link a new bead RELATED_TO its nearest beads")
     related_threshold: float = Field(default=0.75, ge=-1, le=1, description="Cosine needed for RELATED_TO")
     related_max: int = Field(default=3, ge=0, le=20)

@@ -258,7 +258,7 @@ class SearchBeads(WireModel):
 
 
 class RankSource(WireModel):
-    list: str = Field(description="'keyword' or 'vector'")
+    list: str = Field(description="'keyword', 'vector' or 'tokens' (the query's words matched one by one)")
     rank: int = Field(ge=1)
     raw_score: float
 

@@ -22,6 +22,7 @@ __all__ = [
     "ParallelRuns",
     "Span",
     "SpanPooling",
+    "TokenReading",
     "check_texts",
     "l2_normalise",
 ]
@@ -103,6 +104,29 @@ class SpanPooling(Protocol):
     async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
         """Per text, its vector (row 0, the same as :meth:`Embedder.embed` gives) followed by a vector of each
         of its ``spans`` the model read (a span past the model's window, or holding no token, has none)."""
+        ...
+
+
+@runtime_checkable
+class TokenReading(Protocol):
+    """An embedder that can also give the model's output for each word-bearing token of a text, from the same
+    reading of it ("late interaction": a question's words matched one by one against a text's, each read in its
+    context)."""
+
+    @property
+    def reads_tokens(self) -> bool:
+        """Whether the methods below give token outputs (a model that pools inside itself cannot)."""
+        ...
+
+    async def embed_spans_and_tokens(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per text, what :meth:`SpanPooling.embed_spans` gives and the outputs (rows L2-normalised) of the tokens
+        of its words the model read, but for words in ``skip`` (lower case) and tokens holding no letter or digit."""
+        ...
+
+    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """A search query's vector (as :meth:`Embedder.embed_queries` gives it) and its tokens' outputs, as above."""
         ...
 
 

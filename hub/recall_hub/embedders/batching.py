@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling
+from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling, TokenReading
 
 
 class BatchingEmbedder:
@@ -61,6 +61,22 @@ class BatchingEmbedder:
         if not isinstance(self.inner, SpanPooling):
             raise TypeError(f"{self.inner!r} does not pool spans")
         return await self.inner.embed_spans(texts, spans)
+
+    @property
+    def reads_tokens(self) -> bool:
+        return isinstance(self.inner, TokenReading) and self.inner.reads_tokens
+
+    async def embed_spans_and_tokens(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        if not isinstance(self.inner, TokenReading):
+            raise TypeError(f"{self.inner!r} does not read tokens")
+        return await self.inner.embed_spans_and_tokens(texts, spans, skip)
+
+    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(self.inner, TokenReading):
+            raise TypeError(f"{self.inner!r} does not read tokens")
+        return await self.inner.embed_query_tokens(text, skip)
 
     async def aclose(self) -> None:
         await self._documents.aclose()

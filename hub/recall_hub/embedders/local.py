@@ -35,6 +35,7 @@ embeds its beads again in the background from start-up, like for any change of m
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -211,6 +212,30 @@ class LocalEmbedder:
             return []
         return await self._on_documents(items, self._spans_sync, [list(s) for s in spans])
 
+    @property
+    def reads_tokens(self) -> bool:
+        return True
+
+    async def embed_spans_and_tokens(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`embed_spans` and each text's word tokens' outputs
+        (:class:`~recall_hub.embedders.base.TokenReading`), from the same model run."""
+        items = check_texts(texts)
+        if len(spans) != len(items):
+            raise ValueError("embed_spans_and_tokens needs one list of spans per text")
+        self._check_open()
+        if not items:
+            return []
+        return await self._on_documents(items, functools.partial(self._spans_sync, skip=skip), [list(s) for s in spans])
+
+    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The query's vector and its word tokens' outputs, on the query lane."""
+        (read,) = check_texts([text])
+        self._check_open()
+        ((vector,), tokens), = await self._queries.thread.run(self._spans_sync, [read], self._queries, [[]], skip)
+        return vector, tokens
+
     async def _on_documents(
         self, texts: list[str], work: Callable[..., Any], per_text: list[Any] | None = None
     ) -> list[Any]:
@@ -246,18 +271,22 @@ class LocalEmbedder:
         for lane in self._documents:
             lane.thread.check_open()
 
-    def _spans_sync(self, texts: list[str], lane: _Lane, spans: list[list[Span]]) -> list[np.ndarray]:
+    def _spans_sync(
+        self, texts: list[str], lane: _Lane, spans: list[list[Span]], skip: frozenset[str] | None = None
+    ) -> list[Any]:
+        """Each text's vector and its spans' (rows); with ``skip``, each paired with its word tokens' outputs."""
         loaded = self._load(lane)
         with lane.run_lock:
-            encodings = loaded.tokenizer.encode_batch(texts)
+            texts, encodings = self._encode_read(loaded, texts)
             ids = [e.ids for e in encodings]
             order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-            out: list[np.ndarray] = [np.empty(0)] * len(texts)
+            out: list[Any] = [None] * len(texts)
             for run in self._plan_runs(order, [len(x) for x in ids]):
                 outputs, _ = self._run_model(loaded, [ids[i] for i in run])
                 for row, i in enumerate(run):
-                    if not loaded.token_level:  # the model pools inside itself: no part vectors
-                        out[i] = l2_normalise(outputs[row : row + 1])
+                    if not loaded.token_level:  # the model pools inside itself: no part vectors, no tokens
+                        pooled = l2_normalise(outputs[row : row + 1])
+                        out[i] = pooled if skip is None else (pooled, np.zeros((0, LOCAL_DIM), dtype=np.float32))
                         continue
                     tokens = outputs[row, : len(ids[i])]
                     offsets = np.asarray(encodings[i].offsets).reshape(-1, 2)
@@ -267,7 +296,12 @@ class LocalEmbedder:
                         inside = read & (offsets[:, 0] >= start) & (offsets[:, 1] <= end)
                         if inside.any():
                             rows.append(tokens[inside].mean(axis=0))
-                    out[i] = l2_normalise(np.stack(rows))
+                    vectors = l2_normalise(np.stack(rows))
+                    if skip is None:
+                        out[i] = vectors
+                    else:
+                        words = _word_tokens(texts[i], encodings[i].word_ids, offsets, skip)
+                        out[i] = (vectors, l2_normalise(tokens[words]))
         return out
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -311,20 +345,24 @@ class LocalEmbedder:
                 out[chunk] = self._run_batch(loaded, [ids[i] for i in chunk])
         return out
 
-    def _token_ids(self, loaded: _Loaded, items: list[str]) -> list[list[int]]:
-        """Token ids of each text, truncated to ``max_tokens``, without tokenising more of a long text
-        than the model reads: a text is cut at a whitespace well past what the kept tokens need (the
-        tokens of whole words do not depend on what follows them), and encoded in full only when that
-        prefix did not fill the window (very long words)."""
+    def _encode_read(self, loaded: _Loaded, items: list[str]) -> tuple[list[str], list[Any]]:
+        """Each text as far as the model reads it, and its encoding (truncated to ``max_tokens``), without
+        tokenising more of a long text than the model reads: a text is cut at a whitespace well past what the
+        kept tokens need (the tokens of whole words do not depend on what follows them), and encoded in full
+        only when that prefix did not fill the window (very long words)."""
         budget = self.max_tokens * _CHARS_PER_TOKEN_BOUND
-        prefixes = [_whole_words_prefix(text, budget) for text in items]
-        ids = [e.ids for e in loaded.tokenizer.encode_batch(prefixes)]
-        short = [i for i, (p, t) in enumerate(zip(prefixes, items, strict=True))
-                 if len(p) < len(t) and len(ids[i]) < self.max_tokens]
+        read = [_whole_words_prefix(text, budget) for text in items]
+        encodings = loaded.tokenizer.encode_batch(read)
+        short = [i for i, (prefix, text) in enumerate(zip(read, items, strict=True))
+                 if len(prefix) < len(text) and len(encodings[i].ids) < self.max_tokens]
         if short:
-            for i, e in zip(short, loaded.tokenizer.encode_batch([items[i] for i in short]), strict=True):
-                ids[i] = e.ids
-        return ids
+            for i, encoding in zip(short, loaded.tokenizer.encode_batch([items[i] for i in short]), strict=True):
+                read[i], encodings[i] = items[i], encoding
+        return read, encodings
+
+    def _token_ids(self, loaded: _Loaded, items: list[str]) -> list[list[int]]:
+        """Token ids of each text as the model reads it (:meth:`_encode_read`)."""
+        return [e.ids for e in self._encode_read(loaded, items)[1]]
 
     def _plan_runs(self, order: list[int], lengths: list[int]) -> list[list[int]]:
         """Split texts (sorted longest first) into model runs of at most ``batch_size``.
@@ -457,6 +495,20 @@ class LocalEmbedder:
     def __repr__(self) -> str:
         return (f"LocalEmbedder(batch_size={self.batch_size}, threads={self.document_runs}, "
                 f"query_threads={self._queries.threads}, int8_activations={self.int8_activations})")
+
+
+def _word_tokens(text: str, word_ids: Sequence[int | None], offsets: np.ndarray, skip: frozenset[str]) -> np.ndarray:
+    """Which tokens belong to a word of ``text`` holding a letter or digit and not in ``skip`` (lower case)."""
+    spans: dict[int, list[int]] = {}
+    for position, index in enumerate(word_ids):
+        if index is not None:
+            spans.setdefault(index, []).append(position)
+    keep = np.zeros(len(word_ids), dtype=bool)
+    for positions in spans.values():
+        word = text[offsets[positions[0], 0] : offsets[positions[-1], 1]].lower()
+        if word not in skip and any(c.isalnum() for c in word):
+            keep[positions] = True
+    return keep
 
 
 _CHARS_PER_TOKEN_BOUND = 12

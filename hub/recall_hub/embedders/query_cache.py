@@ -7,7 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from recall_hub.embedders.base import Embedder
+from recall_hub.embedders.base import Embedder, TokenReading
 
 
 class QueryVectors:
@@ -15,6 +15,24 @@ class QueryVectors:
         self.embedder = embedder
         self.size = size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._tokens: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    async def reading(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The query's embedding and its word tokens' outputs (:class:`TokenReading`; ``skip`` is the same for
+        every call of a hub)."""
+        cached = self._tokens.get(text)
+        if cached is not None:
+            self._tokens.move_to_end(text)
+            return cached
+        if not isinstance(self.embedder, TokenReading):
+            raise TypeError(f"{self.embedder!r} does not read tokens")
+        vector, tokens = await self.embedder.embed_query_tokens(text, skip)
+        for array in (vector, tokens):
+            array.setflags(write=False)
+        self._tokens[text] = (vector, tokens)
+        while len(self._tokens) > self.size:
+            self._tokens.popitem(last=False)
+        return vector, tokens
 
     async def vector(self, text: str) -> np.ndarray:
         """The query's embedding (raises :class:`EmbedderError` like the embedder)."""

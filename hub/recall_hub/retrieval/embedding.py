@@ -15,7 +15,8 @@ from recall_schemas import Unavailable
 
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
-from recall_hub.embedders.base import Span, SpanPooling
+from recall_hub.embedders.base import Span, SpanPooling, TokenReading
+from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.store.vectors import BeadVectors
 
 
@@ -94,9 +95,18 @@ async def _embed_chunks(ctx: HubContext, texts: Sequence[str]) -> BeadVectors:
     return vectors
 
 
+def reads_tokens(ctx: HubContext) -> bool:
+    """Whether beads keep their token signs and searches match them (``late_interaction`` and a model that can)."""
+    embedder = ctx.embedder
+    return ctx.settings.late_interaction and isinstance(embedder, TokenReading) and embedder.reads_tokens
+
+
 async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list[BeadVectors]:
-    """Beads' vectors, each from its chunks: those pooled by sentence in one call, the rest embedded in another."""
+    """Beads' vectors, each from its chunks: those pooled by sentence in one call, the rest embedded in another
+    (or, with token signs kept, every first text read with its tokens in one call and later chunks in another)."""
     parts = [_parts(ctx, texts) for texts in chunked]
+    if reads_tokens(ctx):
+        return await _embed_with_tokens(ctx, chunked, parts)
     pooled_texts = [texts[0] for texts, spans in zip(chunked, parts, strict=True) if spans is not None]
     plain_texts = [text for texts, spans in zip(chunked, parts, strict=True) if spans is None for text in texts]
     pooled: list[np.ndarray] = []
@@ -113,6 +123,26 @@ async def _embed_many(ctx: HubContext, chunked: Sequence[Sequence[str]]) -> list
         assert plain is not None
         out.append(BeadVectors(plain[start : start + len(texts)]))
         start += len(texts)
+    return out
+
+
+async def _embed_with_tokens(
+    ctx: HubContext, chunked: Sequence[Sequence[str]], parts: Sequence[list[Span] | None]
+) -> list[BeadVectors]:
+    assert isinstance(ctx.embedder, TokenReading)
+    later = [text for texts in chunked for text in texts[1:]]
+    with _unavailable_on_failure():
+        read = await ctx.embedder.embed_spans_and_tokens(
+            [texts[0] for texts in chunked], [spans or [] for spans in parts], STOPWORDS
+        )
+    windows = await embed_texts(ctx, later) if later else None
+    out, start = [], 0
+    for texts, spans, (rows, tokens) in zip(chunked, parts, read, strict=True):
+        if len(texts) > 1:
+            assert windows is not None
+            rows = np.vstack([rows[:1], windows[start : start + len(texts) - 1]])
+            start += len(texts) - 1
+        out.append(BeadVectors(rows, sentences=spans is not None, tokens=tokens))
     return out
 
 

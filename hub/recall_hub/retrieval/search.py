@@ -45,11 +45,20 @@ from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
 from recall_hub.retrieval import ranking
 from recall_hub.retrieval.asker import boost_own
-from recall_hub.retrieval.embedding import bead_text, embed_texts
+from recall_hub.retrieval.embedding import bead_text, embed_texts, reads_tokens
 from recall_hub.retrieval.freshness import start_settle_check, work_settled, written_since_index
 from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
-from recall_hub.retrieval.keyword import keyword_candidates
-from recall_hub.retrieval.ranking import PRIOR_FACTOR, Fused, add_context, fuse, prior, rrf
+from recall_hub.retrieval.keyword import STOPWORDS, keyword_candidates
+from recall_hub.retrieval.ranking import (
+    PRIOR_FACTOR,
+    Fused,
+    add_context,
+    add_token_matches,
+    fuse,
+    prior,
+    rrf,
+    token_match,
+)
 from recall_hub.retrieval.rerank import rerank, reranking_depth
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
@@ -102,16 +111,25 @@ async def _nearest(
 async def _nearest_to(
     ctx: HubContext, scopes: list[str], embedding: asyncio.Future[Any], filters: BeadFilters, k: int
 ) -> list[tuple[str, float]]:
-    vector = await embedding
+    vector, _ = await embedding
     await work_settled()  # the vectors of the creates replied to before this search
     return await _nearest(ctx, scopes, vector, filters, k)
 
 
-async def _query_vector(ctx: HubContext, query: str) -> Any:
+async def _query_vector(ctx: HubContext, query: str, with_tokens: bool = False) -> tuple[Any, Any]:
+    """The query's vector, and its word tokens' outputs when ``with_tokens`` (else None)."""
     try:
-        return await ctx.query_vectors.vector(query)
+        if with_tokens:
+            return await ctx.query_vectors.reading(query, STOPWORDS)
+        return await ctx.query_vectors.vector(query), None
     except EmbedderError as exc:
         raise Unavailable(f"embedder failed: {exc}") from exc
+
+
+async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any) -> None:
+    """Each candidate with token signs gains how well the query's words match its own, one by one."""
+    signs = await ctx.vectors.token_signs(scopes, sorted(fused))
+    add_token_matches(fused, {bead_id: token_match(query_tokens, rows) for bead_id, rows in signs.items()})
 
 
 async def rank(
@@ -138,7 +156,8 @@ async def rank(
         # The query is embedded while the caller's scopes are read (one membership read); in hybrid search the
         # keyword index is queried meanwhile.
         start_settle_check()
-        embedding = asyncio.ensure_future(_query_vector(ctx, query))
+        with_tokens = hybrid and fusion == "score" and reads_tokens(ctx)
+        embedding = asyncio.ensure_future(_query_vector(ctx, query, with_tokens))
         try:
             scopes = await searchable_scopes(ctx, caller, filters)
         except BaseException:
@@ -150,7 +169,7 @@ async def rank(
             (lists["keyword"], seen), lists["vector"] = await asyncio.gather(keyword_list, vector_list)
             if window is not None and window.start is not None and window.end is not None:
                 within = (to_ms(window.start), to_ms(window.end))
-                await _add_dated(ctx, scopes, query, await embedding, filters, depth, within, lists, seen)
+                await _add_dated(ctx, scopes, query, (await embedding)[0], filters, depth, within, lists, seen)
         else:
             lists["vector"] = await vector_list
     else:
@@ -176,6 +195,10 @@ async def rank(
         await _admit(ctx, caller, scopes, fused, around, filters, seen, links)
     if not fused:
         return []
+    if hybrid and wants_vector:
+        _, query_tokens = await embedding
+        if query_tokens is not None:
+            await _match_tokens(ctx, scopes, fused, query_tokens)
     if hybrid:
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:

@@ -94,6 +94,16 @@ class Keys:
     def vectors(self, model_id: str, scope: str) -> str:
         return f"{self.vector_root(model_id)}:{scope}"
 
+    def token_root(self, model_id: str | None = None) -> str:
+        """The token signs of one embedding model's beads (or, with None, of every model's)."""
+        if model_id is None:
+            return f"{self.root}:tok"
+        return f"{self.root}:tok:{hashlib.sha1(model_id.encode()).hexdigest()[:10]}"
+
+    def token_signs(self, model_id: str, scope: str) -> str:
+        """A hash of the beads of ``scope``: each bead's token signs (store/vectors.py, ``BeadVectors.tokens``)."""
+        return f"{self.token_root(model_id)}:{scope}"
+
     def scratch(self, name: str) -> str:
         """A key for a measurement's throw-away data (the vector study), never read by a hub."""
         return f"{self.root}:scratch:{name}"

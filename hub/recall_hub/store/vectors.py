@@ -158,6 +158,8 @@ class BeadVectors:
 
     rows: np.ndarray
     sentences: bool = False
+    tokens: np.ndarray | None = None
+    """The outputs of the word tokens of its first text (late interaction), kept as their signs; None: none."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,9 @@ class VectorStore:
 
     def key(self, scope: str) -> str:
         return self.keys.vectors(self.model_id, scope)
+
+    def signs_key(self, scope: str) -> str:
+        return self.keys.token_signs(self.model_id, scope)
 
     def all_keys_pattern(self, any_model: bool = False) -> str:
         return f"{self.keys.vector_root(None if any_model else self.model_id)}:*"
@@ -243,6 +248,10 @@ class VectorStore:
                     "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(),
                     element(bead_id, chunk, sentences), self.quantization, *build, "SETATTR", described,
                 )
+            if bead_vectors.tokens is not None and len(bead_vectors.tokens):
+                pipe.hset(self.signs_key(scope), bead_id, pack_signs(bead_vectors.tokens))
+            else:
+                pipe.hdel(self.signs_key(scope), bead_id)
         await self._execute(pipe)
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
@@ -265,7 +274,26 @@ class VectorStore:
         pipe = self.redis.pipeline(transaction=False)
         for name in held.names(bead_id) or [bead_id]:
             pipe.execute_command("VREM", self.key(scope), name)
+        pipe.hdel(self.signs_key(scope), bead_id)
         await self._execute(pipe)
+
+    async def token_signs(self, scopes: Sequence[str], bead_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The token signs (:func:`unpack_signs`) kept for each of ``bead_ids`` in any of ``scopes``."""
+        if not scopes or not bead_ids:
+            return {}
+
+        async def run(client: Redis) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for scope in scopes:
+                pipe.hmget(self.signs_key(scope), list(bead_ids))
+            return await self._execute(pipe)
+
+        found: dict[str, np.ndarray] = {}
+        for replies in await self._read(run):
+            for bead_id, packed in zip(bead_ids, replies, strict=True):
+                if packed:
+                    found[bead_id] = unpack_signs(packed)
+        return found
 
     async def _stored(self, beads: list[tuple[str, str]]) -> list[_Stored]:
         """What each ``(bead_id, scope)`` has there (count 0: none), from its first vector's attributes."""
@@ -367,12 +395,25 @@ class VectorStore:
     async def drop_model_sets(self, keep_current: bool = True) -> int:
         """Delete vector sets of other models (and of this one unless ``keep_current``)."""
         dropped = 0
-        async for key in self.redis.scan_iter(match=self.all_keys_pattern(any_model=True)):
-            if keep_current and key.decode().startswith(f"{self.keys.vector_root(self.model_id)}:"):
-                continue
-            dropped += int(await self.redis.delete(key))
+        for root in (self.keys.vector_root, self.keys.token_root):
+            async for key in self.redis.scan_iter(match=f"{root(None)}:*"):
+                if keep_current and key.decode().startswith(f"{root(self.model_id)}:"):
+                    continue
+                dropped += int(await self.redis.delete(key))
         return dropped
 
+
+
+def pack_signs(tokens: np.ndarray) -> bytes:
+    """Token outputs kept as the sign of each dimension: a bit each, 48 bytes a token of the local model
+    (docs/retrieval.md: nearly all of what the outputs themselves give a search)."""
+    return np.packbits(np.asarray(tokens) > 0, axis=1).tobytes()
+
+
+def unpack_signs(packed: bytes, dim: int = 384) -> np.ndarray:
+    """Rows of +-1/sqrt(dim) (unit length), one a token, from :func:`pack_signs`."""
+    bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8).reshape(-1, dim // 8), axis=1)
+    return (bits.astype(np.float32) * 2.0 - 1.0) / np.float32(math.sqrt(dim))
 
 
 def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: bool = False) -> str:

@@ -1,0 +1,123 @@
+"""Late interaction: each bead keeps the signs of the local model's outputs for the words of its text (48 bytes a
+word token, from the same model run as its vector), kept beside its vectors in its scope — replaced when its
+text changes, moved with its scope, removed with it — and a hybrid search adds how well the query's words match
+a candidate's, one by one, to its fused relevance. The session hub runs the local model with it on (the
+default)."""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+from conftest import World
+from recall_hub.context import HubContext
+from recall_hub.retrieval.embedding import bead_chunks, bead_text
+from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.keyword import STOPWORDS
+from recall_hub.retrieval.ranking import Fused, add_token_matches, token_match
+from recall_hub.store.vectors import pack_signs, scope_of, unpack_signs
+from recall_schemas import Visibility
+
+
+async def signs_of(hub: HubContext, bead_id: str, scope: str) -> np.ndarray | None:
+    """The bead's token signs in ``scope`` (once the creates handed off before have their vectors, as a read
+    through the bus would wait for)."""
+    await handed_off_work_done(hub)
+    return (await hub.vectors.token_signs([scope], [bead_id])).get(bead_id)
+
+
+def test_signs_are_a_bit_a_dimension_and_unpack_to_unit_rows() -> None:
+    tokens = np.random.default_rng(3).standard_normal((5, 384)).astype(np.float32)
+    packed = pack_signs(tokens)
+    assert len(packed) == 5 * 48
+    rows = unpack_signs(packed)
+    assert rows.shape == (5, 384)
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0)
+    assert (np.sign(rows) == np.sign(tokens)).all()
+
+
+def test_a_match_is_each_query_token_s_best_cosine_averaged() -> None:
+    query = np.array([[1.0, 0.0], [0.0, 1.0]])
+    candidate = np.array([[0.6, 0.8], [1.0, 0.0]])
+    assert token_match(query, candidate) == pytest.approx((1.0 + 0.8) / 2)
+    assert token_match(query, np.zeros((0, 2))) == 0.0
+
+
+def test_matches_are_scaled_over_the_candidates_and_weighed() -> None:
+    fused = {b: Fused(b, relevance=0.5) for b in ("a", "b", "c", "d")}
+    add_token_matches(fused, {"a": 0.9, "b": 0.85, "c": 0.5, "gone": 1.0}, weight=0.4)
+    assert fused["a"].relevance == pytest.approx(0.9)  # the best match gains the whole weight
+    assert fused["b"].relevance == pytest.approx(0.5 + 0.4 * (1 - 0.05 / 0.4))
+    assert fused["c"].relevance == pytest.approx(0.5)  # the worst gains nothing
+    assert fused["d"].relevance == 0.5 and fused["d"].sources == []  # no signs kept: not in the list
+    assert fused["a"].sources == [("tokens", 1, 0.9)]
+    # Two candidates that match about equally stay about equal (the cosine list's spread floor).
+    close = {b: Fused(b) for b in ("x", "y")}
+    add_token_matches(close, {"x": 0.80, "y": 0.79}, weight=1.0)
+    assert close["y"].relevance == pytest.approx(0.9)
+
+
+async def test_a_bead_keeps_the_signs_of_its_words_as_the_model_reads_them(world: World, hub: HubContext) -> None:
+    bead = await world.bead(Visibility.GROUP, "Caroline: I went to the LGBTQ support group yesterday, it was great!")
+    stored = await signs_of(hub, bead.bead_id, f"group:{world.group_id}")
+    props = {"title": bead.title, "content": bead.content}
+    ((_, tokens),) = await hub.embedder.embed_spans_and_tokens([bead_text(props)], [[]], STOPWORDS)  # type: ignore[attr-defined]
+    assert stored is not None and stored.shape == tokens.shape
+    assert 4 <= len(tokens) <= 12  # the words that say something: no "I", "to", "the", no punctuation
+    assert (np.sign(stored) == np.sign(tokens)).mean() > 0.97  # batch-dependent rounding of int8 activations
+
+
+async def test_a_long_bead_keeps_the_signs_of_its_first_window(world: World, hub: HubContext) -> None:
+    words = " ".join(f"topic{i} detail" for i in range(400))
+    bead = await world.bead(Visibility.GROUP, "Notes", content=words)
+    stored = await signs_of(hub, bead.bead_id, f"group:{world.group_id}")
+    assert len(bead_chunks({"title": "Notes", "content": words}, hub.embedder.window_tokens)) > 1
+    assert stored is not None and 100 < len(stored) <= 254  # the model's window less its two special tokens
+
+
+async def test_signs_follow_the_bead_through_updates_moves_and_removal(world: World, hub: HubContext) -> None:
+    group_scope, private_scope = f"group:{world.group_id}", f"private:{world.creator.ai_id}"
+    bead = await world.bead(Visibility.GROUP, f"Runbook {secrets.token_hex(3)} for the payment gateway")
+    first = await signs_of(hub, bead.bead_id, group_scope)
+    assert first is not None
+    await world.creator.update_bead(bead.bead_id, content="Restart the ledger workers, then replay the queue.")
+    changed = await signs_of(hub, bead.bead_id, group_scope)
+    assert changed is not None and len(changed) > len(first)
+    await world.creator.update_bead(bead.bead_id, visibility="private")
+    assert await signs_of(hub, bead.bead_id, group_scope) is None
+    moved = await signs_of(hub, bead.bead_id, private_scope)
+    assert moved is not None and np.array_equal(moved, changed)
+    await world.creator.delete_bead(bead.bead_id)
+    assert await signs_of(hub, bead.bead_id, private_scope) is None
+    doomed = await world.bead(Visibility.GROUP, "A secret the team must not keep")
+    assert await signs_of(hub, doomed.bead_id, group_scope) is not None
+    await world.ops.forget_bead(doomed.bead_id, "leaked")
+    assert await signs_of(hub, doomed.bead_id, group_scope) is None
+
+
+async def test_a_hybrid_search_weighs_the_query_words_matched_one_by_one(world: World, hub: HubContext) -> None:
+    tag = secrets.token_hex(3)
+    beads = [
+        await world.bead(Visibility.GROUP, f"{tag} The sanctuary feeds its hedgehogs mealworms on Thursdays."),
+        await world.bead(Visibility.GROUP, f"{tag} Our team retro is on Thursday afternoons."),
+        await world.bead(Visibility.GROUP, f"{tag} Hedgehogs hibernate from November to March."),
+    ]
+    query = f"{tag} what do the hedgehogs at the sanctuary eat?"
+    found = await world.member.search_beads(query, limit=3, filters={"group_id": world.group_id})
+    assert {h.bead.bead_id for h in found.hits} == {b.bead_id for b in beads}
+    for hit in found.hits:
+        assert [s.rank for s in hit.explanation.sources if s.list == "tokens"] != []
+    assert found.hits[0].bead.bead_id == beads[0].bead_id
+    # The plain lists stay plain.
+    for mode in ("keyword", "vector"):
+        plain = await world.member.search_beads(query, limit=3, mode=mode, filters={"group_id": world.group_id})
+        assert plain.hits and all(s.list != "tokens" for h in plain.hits for s in h.explanation.sources)
+
+
+async def test_signs_are_read_only_from_the_caller_s_scopes(world: World, hub: HubContext) -> None:
+    private = await world.bead(Visibility.PRIVATE, "The creator's own note about hedgehogs")
+    scope = scope_of({"visibility": "private", "created_by": world.creator.ai_id})
+    assert await signs_of(hub, private.bead_id, scope) is not None
+    outsider_scopes = [f"private:{world.outsider.ai_id}", "global"]
+    assert await hub.vectors.token_signs(outsider_scopes, [private.bead_id]) == {}
