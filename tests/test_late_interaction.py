@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from conftest import World
 from recall_hub.context import HubContext
+from recall_hub.ops.indexing import repair_token_signs
 from recall_hub.retrieval.embedding import bead_chunks, bead_text
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.keyword import STOPWORDS
-from recall_hub.retrieval.ranking import Fused, add_token_matches, token_match
-from recall_hub.store.vectors import pack_signs, scope_of, unpack_signs
+from recall_hub.retrieval.ranking import Fused, add_token_matches
+from recall_hub.store.vectors import match_signs, pack_signs, scope_of, unpack_signs
 from recall_schemas import Visibility
 
 
@@ -24,7 +25,8 @@ async def signs_of(hub: HubContext, bead_id: str, scope: str) -> np.ndarray | No
     """The bead's token signs in ``scope`` (once the creates handed off before have their vectors, as a read
     through the bus would wait for)."""
     await handed_off_work_done(hub)
-    return (await hub.vectors.token_signs([scope], [bead_id])).get(bead_id)
+    packed = (await hub.vectors.token_signs([scope], [bead_id])).get(bead_id)
+    return None if packed is None else unpack_signs(packed)
 
 
 def test_signs_are_a_bit_a_dimension_and_unpack_to_unit_rows() -> None:
@@ -38,10 +40,15 @@ def test_signs_are_a_bit_a_dimension_and_unpack_to_unit_rows() -> None:
 
 
 def test_a_match_is_each_query_token_s_best_cosine_averaged() -> None:
-    query = np.array([[1.0, 0.0], [0.0, 1.0]])
-    candidate = np.array([[0.6, 0.8], [1.0, 0.0]])
-    assert token_match(query, candidate) == pytest.approx((1.0 + 0.8) / 2)
-    assert token_match(query, np.zeros((0, 2))) == 0.0
+    rng = np.random.default_rng(5)
+    query = rng.standard_normal((4, 384)).astype(np.float32)
+    query /= np.linalg.norm(query, axis=1, keepdims=True)
+    packed = {f"b{n}": pack_signs(rng.standard_normal((n, 384))) for n in (1, 3, 40)}
+    matches = match_signs(query, packed)
+    for bead_id, signs in packed.items():
+        expected = float((query @ unpack_signs(signs).T).max(axis=1).mean())
+        assert matches[bead_id] == pytest.approx(expected, abs=1e-5)
+    assert match_signs(query, {}) == {} and match_signs(np.zeros((0, 384)), packed) == {}
 
 
 def test_matches_are_scaled_over_the_candidates_and_weighed() -> None:
@@ -121,3 +128,28 @@ async def test_signs_are_read_only_from_the_caller_s_scopes(world: World, hub: H
     assert await signs_of(hub, private.bead_id, scope) is not None
     outsider_scopes = [f"private:{world.outsider.ai_id}", "global"]
     assert await hub.vectors.token_signs(outsider_scopes, [private.bead_id]) == {}
+
+
+async def test_beads_embedded_before_get_their_signs_at_start_up(world: World, hub: HubContext) -> None:
+    """A hub that starts with late interaction on gives the beads embedded without it their signs (as
+    ``repair_token_signs`` does at start-up), from the graph as they are now, and leaves the others' alone."""
+    scope = f"group:{world.group_id}"
+    older = [await world.bead(Visibility.GROUP, f"Deploy note {i}: the canary runs for an hour") for i in range(3)]
+    kept = await signs_of(hub, older[0].bead_id, scope)
+    await hub.redis.hdel(hub.vectors.signs_key(scope), older[1].bead_id, older[2].bead_id)
+    assert (await hub.vectors.beads_without_signs()).get(scope) == sorted(b.bead_id for b in older[1:])
+    assert await repair_token_signs(hub) >= 2
+    assert scope not in await hub.vectors.beads_without_signs()
+    for bead in older[1:]:
+        again = await signs_of(hub, bead.bead_id, scope)
+        assert again is not None and kept is not None and again.shape == kept.shape
+    assert np.array_equal(await signs_of(hub, older[0].bead_id, scope), kept)
+
+
+async def test_signs_repaired_for_a_bead_no_longer_in_the_scope_are_not_kept(world: World, hub: HubContext) -> None:
+    bead = await world.bead(Visibility.GROUP, "Moved away while its signs were being computed")
+    await world.creator.update_bead(bead.bead_id, visibility="private")
+    await handed_off_work_done(hub)
+    group_scope = f"group:{world.group_id}"
+    await hub.vectors.add_missing_signs(group_scope, {bead.bead_id: np.ones((3, 384), dtype=np.float32)})
+    assert await signs_of(hub, bead.bead_id, group_scope) is None

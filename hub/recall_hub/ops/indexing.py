@@ -17,7 +17,9 @@ import numpy as np
 from recall_schemas import RecallError
 
 from recall_hub.context import HubContext
-from recall_hub.retrieval.embedding import embed_beads
+from recall_hub.embedders.base import TokenReading
+from recall_hub.retrieval.embedding import bead_chunks, embed_beads, reads_tokens
+from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.store.validity import validity_attributes
 from recall_hub.store.vectors import ATTRIBUTE_FIELDS, BeadVectors, scope_of
 
@@ -114,6 +116,27 @@ async def repair(ctx: HubContext, batch: int = 256, progress: Callable[[int, int
     if total:
         log.info("vector repair: %d of %d bead(s) embedded with %s", done - len(failed_ids), total, model)
     return done - len(failed_ids)
+
+
+async def repair_token_signs(ctx: HubContext, batch: int = 64) -> int:
+    """Token signs for every bead that has vectors of the current model but none (embedded before
+    ``late_interaction`` was on, or by a hub that had it off), read from the graph as the beads are now; run at
+    start-up after :func:`repair`. Returns how many beads got them."""
+    if not reads_tokens(ctx):
+        return 0
+    assert isinstance(ctx.embedder, TokenReading)
+    done = 0
+    for scope, bead_ids in (await ctx.vectors.beads_without_signs()).items():
+        for start in range(0, len(bead_ids), batch):
+            beads = await ctx.beads.system_many(bead_ids[start : start + batch])
+            beads = [p for p in beads if scope_of(p) == scope]
+            firsts = [bead_chunks(p, ctx.embedder.window_tokens)[0] for p in beads]
+            read = await ctx.embedder.embed_spans_and_tokens(firsts, [[] for _ in beads], STOPWORDS)
+            await ctx.vectors.add_missing_signs(scope, {p["bead_id"]: t for p, (_, t) in zip(beads, read, strict=True)})
+            done += len(beads)
+    if done:
+        log.info("token signs: %d bead(s) embedded before late interaction got theirs", done)
+    return done
 
 
 async def reindex(ctx: HubContext, progress: Callable[[int, int], None] | None = None) -> int:

@@ -28,8 +28,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from recall_hub.timeutil import DAY_MS
 
 RRF_K = 60
@@ -117,17 +115,9 @@ def fuse(
     return fused
 
 
-def token_match(query: np.ndarray, candidate: np.ndarray) -> float:
-    """How well a query's word tokens match a candidate's, one by one (late interaction): for each query token
-    (a row) its best cosine among the candidate's tokens (rows), averaged."""
-    if not len(query) or not len(candidate):
-        return 0.0
-    return float((query @ candidate.T).max(axis=1).mean())
-
-
 def add_token_matches(fused: Mapping[str, Fused], matches: Mapping[str, float], weight: float = TOKEN_WEIGHT) -> None:
-    """Raise the candidates that have token signs by ``weight`` times their :func:`token_match`, scaled over them
-    as the vector list's cosines are (a third list, read over the fused candidates instead of an index)."""
+    """Raise the candidates that have token signs by ``weight`` times their match (``store.vectors.match_signs``),
+    scaled over them as the vector list's cosines are (a third list, read over the candidates, not an index)."""
     ranked = sorted(((b, m) for b, m in matches.items() if b in fused), key=lambda item: (-item[1], item[0]))
     for rank, ((bead_id, raw), norm) in enumerate(zip(ranked, _normalised("tokens", ranked, False), strict=True), 1):
         entry = fused[bead_id]

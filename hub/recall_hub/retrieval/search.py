@@ -57,13 +57,12 @@ from recall_hub.retrieval.ranking import (
     fuse,
     prior,
     rrf,
-    token_match,
 )
 from recall_hub.retrieval.rerank import rerank, reranking_depth
 from recall_hub.retrieval.scopes import searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
-from recall_hub.store.vectors import filter_expression
+from recall_hub.store.vectors import filter_expression, match_signs
 from recall_hub.timeutil import now_ms, to_ms
 from recall_hub.tokens import count_tokens
 
@@ -129,7 +128,7 @@ async def _query_vector(ctx: HubContext, query: str, with_tokens: bool = False) 
 async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any) -> None:
     """Each candidate with token signs gains how well the query's words match its own, one by one."""
     signs = await ctx.vectors.token_signs(scopes, sorted(fused))
-    add_token_matches(fused, {bead_id: token_match(query_tokens, rows) for bead_id, rows in signs.items()})
+    add_token_matches(fused, match_signs(query_tokens, signs), ranking.TOKEN_WEIGHT)
 
 
 async def rank(

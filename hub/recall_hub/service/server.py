@@ -18,7 +18,7 @@ from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import sweep_forever
 from recall_hub.ops.erasure import erase_forever
-from recall_hub.ops.indexing import repair
+from recall_hub.ops.indexing import repair, repair_token_signs
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.events import EventConsumer
 from recall_hub.service.health import Readiness
@@ -102,7 +102,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     service.events = consumer
     # Beads whose vector write failed (or that predate this model) are embedded in the background
     # while the hub already serves; `service.repaired` lets callers wait for it.
-    service.repaired = asyncio.create_task(repair(ctx))
+    service.repaired = asyncio.create_task(_repair(ctx))
     warnings = asyncio.create_task(_warn_the_operator(ctx))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, so full collections stay short (they were the latency tail in `recall bench`).
@@ -152,6 +152,13 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         await ingest.drain()
         await nc.drain()
         await ctx.aclose()
+
+
+async def _repair(ctx: HubContext) -> int:
+    """The vectors a bead lacks, then the token signs (what ``service.repaired`` waits for)."""
+    embedded = await repair(ctx)
+    await repair_token_signs(ctx)
+    return embedded
 
 
 async def _start_status_server(settings: HubSettings, service: HubService) -> StatusServer | None:

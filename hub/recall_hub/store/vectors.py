@@ -277,8 +277,39 @@ class VectorStore:
         pipe.hdel(self.signs_key(scope), bead_id)
         await self._execute(pipe)
 
-    async def token_signs(self, scopes: Sequence[str], bead_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The token signs (:func:`unpack_signs`) kept for each of ``bead_ids`` in any of ``scopes``."""
+    async def beads_without_signs(self) -> dict[str, list[str]]:
+        """By scope, the beads with vectors of this model there but no token signs (embedded before
+        ``late_interaction`` was on, or by a hub that had it off)."""
+        missing: dict[str, list[str]] = {}
+        root = self.keys.vector_root(self.model_id)
+        async for raw in self.redis.scan_iter(match=self.all_keys_pattern()):
+            key = raw.decode()
+            scope = key[len(root) + 1 :]
+            size = int(await self.redis.vset().vcard(key))
+            names = await self.redis.vset().vrandmember(key, size) if size else []
+            beads = {bead_of(_text(name)) for name in names or []}
+            signed = {_text(field) for field in await self.redis.hkeys(self.signs_key(scope))}
+            if beads - signed:
+                missing[scope] = sorted(beads - signed)
+        return missing
+
+    async def add_missing_signs(self, scope: str, tokens: Mapping[str, np.ndarray]) -> None:
+        """Token signs for beads of ``scope`` that have none (``HSETNX``: signs a newer write stored meanwhile
+        stay), each only while its vectors are still in ``scope`` (a bead moved meanwhile keeps none behind)."""
+        self._note_write()
+        pipe = self.redis.pipeline(transaction=False)
+        for bead_id, rows in tokens.items():
+            if len(rows):
+                pipe.hsetnx(self.signs_key(scope), bead_id, pack_signs(rows))
+        for bead_id in tokens:
+            pipe.execute_command("VISMEMBER", self.key(scope), bead_id)
+        replies = await self._execute(pipe)
+        gone = [b for b, held in zip(tokens, replies[len(replies) - len(tokens) :], strict=True) if not held]
+        if gone:
+            await self.redis.hdel(self.signs_key(scope), *gone)
+
+    async def token_signs(self, scopes: Sequence[str], bead_ids: Sequence[str]) -> dict[str, bytes]:
+        """The token signs (:func:`pack_signs`) kept for each of ``bead_ids`` in any of ``scopes``."""
         if not scopes or not bead_ids:
             return {}
 
@@ -288,11 +319,11 @@ class VectorStore:
                 pipe.hmget(self.signs_key(scope), list(bead_ids))
             return await self._execute(pipe)
 
-        found: dict[str, np.ndarray] = {}
+        found: dict[str, bytes] = {}
         for replies in await self._read(run):
             for bead_id, packed in zip(bead_ids, replies, strict=True):
                 if packed:
-                    found[bead_id] = unpack_signs(packed)
+                    found[bead_id] = packed
         return found
 
     async def _stored(self, beads: list[tuple[str, str]]) -> list[_Stored]:
@@ -404,6 +435,10 @@ class VectorStore:
 
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def pack_signs(tokens: np.ndarray) -> bytes:
     """Token outputs kept as the sign of each dimension: a bit each, 48 bytes a token of the local model
     (docs/retrieval.md: nearly all of what the outputs themselves give a search)."""
@@ -414,6 +449,23 @@ def unpack_signs(packed: bytes, dim: int = 384) -> np.ndarray:
     """Rows of +-1/sqrt(dim) (unit length), one a token, from :func:`pack_signs`."""
     bits = np.unpackbits(np.frombuffer(packed, dtype=np.uint8).reshape(-1, dim // 8), axis=1)
     return (bits.astype(np.float32) * 2.0 - 1.0) / np.float32(math.sqrt(dim))
+
+
+def match_signs(query: np.ndarray, signs: Mapping[str, bytes]) -> dict[str, float]:
+    """How well a query's word tokens (rows, unit length) match each bead's (its :func:`pack_signs`), one by one
+    (late interaction): for each query token its best cosine among the bead's tokens, averaged. All beads in one
+    product: a sign row s = (2b - 1) / sqrt(d) of bits b, so q . s = (2 q . b - sum(q)) / sqrt(d)."""
+    if not len(query) or not signs:
+        return {}
+    query = np.asarray(query, dtype=np.float32)
+    dim = query.shape[1]
+    bead_ids = list(signs)
+    counts = np.array([len(signs[b]) // (dim // 8) for b in bead_ids])
+    bits = np.unpackbits(np.frombuffer(b"".join(signs[b] for b in bead_ids), dtype=np.uint8).reshape(-1, dim // 8),
+                         axis=1).astype(np.float32)
+    cosines = ((2.0 * (query @ bits.T)) - query.sum(axis=1, keepdims=True)) / np.float32(math.sqrt(dim))
+    best = np.maximum.reduceat(cosines, np.concatenate(([0], np.cumsum(counts)[:-1])), axis=1)
+    return dict(zip(bead_ids, best.mean(axis=0).tolist(), strict=True))
 
 
 def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: bool = False) -> str:
