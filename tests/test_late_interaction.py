@@ -153,3 +153,12 @@ async def test_signs_repaired_for_a_bead_no_longer_in_the_scope_are_not_kept(wor
     group_scope = f"group:{world.group_id}"
     await hub.vectors.add_missing_signs(group_scope, {bead.bead_id: np.ones((3, 384), dtype=np.float32)})
     assert await signs_of(hub, bead.bead_id, group_scope) is None
+
+
+async def test_a_bead_without_a_word_keeps_empty_signs_and_is_not_repaired_again(world: World, hub: HubContext) -> None:
+    bead = await world.bead(Visibility.GROUP, "?!")
+    scope = f"group:{world.group_id}"
+    await handed_off_work_done(hub)
+    assert await hub.redis.hget(hub.vectors.signs_key(scope), bead.bead_id) == b""
+    assert bead.bead_id not in (await hub.vectors.beads_without_signs()).get(scope, [])
+    assert await hub.vectors.token_signs([scope], [bead.bead_id]) == {}

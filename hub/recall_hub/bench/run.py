@@ -121,6 +121,7 @@ async def run_bench(config: BenchConfig, progress: ProgressFn | None = None) -> 
             setup += f"; hub in-process (same process and event loop as the client), graph {graph_name}"
             setup += f"; embedder {settings.embedder.kind} ({service.ctx.embedder.model_id})"
             setup += f"; sentence vectors {'on' if settings.sentence_vectors else 'off'}"
+            setup += f"; late interaction {'on' if settings.late_interaction else 'off'}"
             setup += f"; creates settled {settings.create_settle}"
         else:
             setup += "; external hub"

@@ -248,7 +248,7 @@ class VectorStore:
                     "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(),
                     element(bead_id, chunk, sentences), self.quantization, *build, "SETATTR", described,
                 )
-            if bead_vectors.tokens is not None and len(bead_vectors.tokens):
+            if bead_vectors.tokens is not None:  # no word at all: kept empty, so start-up repair passes it by
                 pipe.hset(self.signs_key(scope), bead_id, pack_signs(bead_vectors.tokens))
             else:
                 pipe.hdel(self.signs_key(scope), bead_id)
@@ -299,8 +299,7 @@ class VectorStore:
         self._note_write()
         pipe = self.redis.pipeline(transaction=False)
         for bead_id, rows in tokens.items():
-            if len(rows):
-                pipe.hsetnx(self.signs_key(scope), bead_id, pack_signs(rows))
+            pipe.hsetnx(self.signs_key(scope), bead_id, pack_signs(rows))
         for bead_id in tokens:
             pipe.execute_command("VISMEMBER", self.key(scope), bead_id)
         replies = await self._execute(pipe)
@@ -434,7 +433,6 @@ class VectorStore:
         return dropped
 
 
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -442,7 +440,8 @@ def _text(value: bytes | str) -> str:
 def pack_signs(tokens: np.ndarray) -> bytes:
     """Token outputs kept as the sign of each dimension: a bit each, 48 bytes a token of the local model
     (docs/retrieval.md: nearly all of what the outputs themselves give a search)."""
-    return np.packbits(np.asarray(tokens) > 0, axis=1).tobytes()
+    rows = np.asarray(tokens)
+    return np.packbits(rows > 0, axis=1).tobytes() if rows.size else b""
 
 
 def unpack_signs(packed: bytes, dim: int = 384) -> np.ndarray:
