@@ -14,7 +14,9 @@ variant's paired difference from the current ranking with a 95% bootstrap interv
 The variants are what storing each candidate's token outputs would cost: ``float`` as the model gives them,
 ``int8`` (384 bytes a token), ``binary`` (the sign of each dimension: 48 bytes a token; the question's tokens
 stay float), ``rp128`` a fixed random projection to 128 dimensions, ``rp128-binary`` (16 bytes a token);
-``all-`` before a variant keeps every token of the candidate, not only its content tokens.
+``binary-query`` the question's tokens as signs too (a Hamming distance); ``:N`` after a variant keeps only a
+candidate's first N content tokens; ``all-`` before a variant keeps every token of the candidate, not only its
+content tokens.
 """
 
 from __future__ import annotations
@@ -106,15 +108,17 @@ def stored(rows: np.ndarray, variant: str) -> np.ndarray:
 
 def late_score(query: Tokens, candidate: Tokens | None, variant: str) -> float:
     keep_all = variant.startswith("all-")
-    kind = variant.removeprefix("all-")
+    kind, _, cap = variant.removeprefix("all-").partition(":")
     asked = content(query)
     if candidate is None or not asked.any():
         return 0.0
-    kept = content(candidate, keep_all)
-    if not kept.any():
+    kept = np.flatnonzero(content(candidate, keep_all))[: int(cap) if cap else None]
+    if not len(kept):
         return 0.0
     q = query[0][asked].astype(np.float32)
     q = (q @ _PROJECTION if kind.startswith("rp128") else q)
+    if kind == "binary-query":  # the query's tokens kept as signs too: a Hamming distance
+        q, kind = np.sign(q), "binary"
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
     return float((q @ stored(candidate[0][kept], kind).T).max(axis=1).mean())
 
@@ -127,6 +131,7 @@ def main() -> None:
     parser.add_argument("--variants", default="float,binary")
     parser.add_argument("--weights", default="0.4,0.8")
     parser.add_argument("--spread", type=float, default=0.1)
+    parser.add_argument("--top", type=int, default=0, help="match only the best N candidates of the current ranking")
     args = parser.parse_args()
     records = [json.loads(line) for line in args.dump.open()]
     cache = args.cache or args.dump.with_suffix(".tokens.pkl")
@@ -149,6 +154,9 @@ def main() -> None:
             owner = q.key.split("/")[0] if q.set == "locomo" else q.key
             s = np.array([late_score(queries[(q.set, q.key)], docs.get((q.set, owner, k)), variant)
                           for k in keys[q.key]])
+            if args.top:
+                fused = learn_fusion.scores(q, ["kn", "vn"], np.array([0.6, 0.4]), 0.0)[0] / q.mult
+                s[np.argsort(-fused, kind="stable")[args.top :]] = 0.0
             q.raw["late"] = learn_fusion._minmax(s, s > 0, args.spread, False)
         for w in (float(x) for x in args.weights.split(",")):
             result = learn_fusion.evaluate(questions, ["kn", "vn", "late"], np.array([0.6, 0.4, w]), 0.4)

@@ -13,11 +13,11 @@ import pytest
 from conftest import World
 from recall_hub.context import HubContext
 from recall_hub.ops.indexing import repair_token_signs
-from recall_hub.retrieval.embedding import bead_chunks, bead_text
+from recall_hub.retrieval.embedding import bead_text
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.retrieval.ranking import Fused, add_token_matches
-from recall_hub.store.vectors import match_signs, pack_signs, scope_of, unpack_signs
+from recall_hub.store.vectors import SIGNS_KEPT, match_signs, pack_signs, scope_of, unpack_signs
 from recall_schemas import Visibility
 
 
@@ -75,12 +75,15 @@ async def test_a_bead_keeps_the_signs_of_its_words_as_the_model_reads_them(world
     assert (np.sign(stored) == np.sign(tokens)).mean() > 0.97  # batch-dependent rounding of int8 activations
 
 
-async def test_a_long_bead_keeps_the_signs_of_its_first_window(world: World, hub: HubContext) -> None:
+async def test_a_long_bead_keeps_the_signs_of_its_first_words(world: World, hub: HubContext) -> None:
     words = " ".join(f"topic{i} detail" for i in range(400))
     bead = await world.bead(Visibility.GROUP, "Notes", content=words)
     stored = await signs_of(hub, bead.bead_id, f"group:{world.group_id}")
-    assert len(bead_chunks({"title": "Notes", "content": words}, hub.embedder.window_tokens)) > 1
-    assert stored is not None and 100 < len(stored) <= 254  # the model's window less its two special tokens
+    ((_, tokens),) = await hub.embedder.embed_spans_and_tokens(  # type: ignore[attr-defined]
+        [bead_text({"title": "Notes", "content": words})], [[]], STOPWORDS)
+    assert len(tokens) > SIGNS_KEPT
+    assert stored is not None and stored.shape == (SIGNS_KEPT, 384)
+    assert (np.sign(stored) == np.sign(tokens[:SIGNS_KEPT])).mean() > 0.97  # int8 activations round per batch
 
 
 async def test_signs_follow_the_bead_through_updates_moves_and_removal(world: World, hub: HubContext) -> None:

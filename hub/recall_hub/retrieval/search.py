@@ -87,6 +87,10 @@ same LoCoMo figures within a few thousandths, at 2.3 ms more for a hybrid search
 2026-12-01; this constant's history is in git)."""
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
+TOKEN_MATCHED = 50
+"""Hybrid search matches the query's words one by one against this many best candidates (the lists' depth);
+against every candidate (admitted neighbours too) LoCoMo gained the same and LongMemEval a little less, at
+twice the cost (docs/retrieval.md)."""
 ADMIT_FROM = 5
 """Hybrid search admits the session neighbours of this many best candidates as candidates."""
 _HITS = TypeAdapter(list[SearchHit])
@@ -126,8 +130,10 @@ async def _query_vector(ctx: HubContext, query: str, with_tokens: bool = False) 
 
 
 async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any) -> None:
-    """Each candidate with token signs gains how well the query's words match its own, one by one."""
-    signs = await ctx.vectors.token_signs(scopes, sorted(fused))
+    """Each of the :data:`TOKEN_MATCHED` best candidates that has token signs gains how well the query's words
+    match its own, one by one."""
+    best = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:TOKEN_MATCHED]
+    signs = await ctx.vectors.token_signs(scopes, sorted(e.bead_id for e in best))
     add_token_matches(fused, match_signs(query_tokens, signs), ranking.TOKEN_WEIGHT)
 
 

@@ -437,10 +437,15 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+SIGNS_KEPT = 48
+"""Word tokens a bead keeps the signs of: its first 48 (docs/retrieval.md: as much as all of them on both dev
+sets, and a search's product over its candidates' signs stays under a millisecond)."""
+
+
 def pack_signs(tokens: np.ndarray) -> bytes:
-    """Token outputs kept as the sign of each dimension: a bit each, 48 bytes a token of the local model
-    (docs/retrieval.md: nearly all of what the outputs themselves give a search)."""
-    rows = np.asarray(tokens)
+    """The first :data:`SIGNS_KEPT` token outputs kept as the sign of each dimension: a bit each, 48 bytes a
+    token of the local model (docs/retrieval.md: nearly all of what the outputs themselves give a search)."""
+    rows = np.asarray(tokens)[:SIGNS_KEPT]
     return np.packbits(rows > 0, axis=1).tobytes() if rows.size else b""
 
 
