@@ -13,7 +13,11 @@ a step, and this machine's speed drifts between hours: compare runs made one aft
 
 ``--settle``: the in-process hub's ``create_settle`` (background, the default, or inline); ``--whole-only``: no
 step wrapped, only the whole call timed (what an A/B of a setting read from the environment, ``RECALL_…``,
-compares).
+compares). ``--alternate MODULE.ATTRIBUTE=JSON``: only the whole call, the samples alternating between the code
+as it is and with that attribute set, on the same store in the same minutes (this machine's speed drifts
+between runs more than many changes weigh):
+
+    python scripts/step_timings.py --op hybrid --alternate recall_hub.retrieval.search.TOKEN_MATCHED=0
 """
 
 from __future__ import annotations
@@ -21,9 +25,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
+import importlib
+import json
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from recall_hub.bench import run
@@ -40,6 +48,7 @@ STEPS: list[tuple[Any, str]] = [
     (endpoints, "handle"), (endpoints, "dispatch"),
     (search, "searchable_scopes"), (search, "keyword_candidates"), (search, "_nearest_to"), (search, "_query_vector"),
     (search, "work_settled"), (search, "_nearest"), (vectors.VectorStore, "_vsim"), (search, "screen"),
+    (search, "_match_tokens"), (vectors.VectorStore, "token_signs"), (vectors, "match_signs"),
     (search, "_admit"), (search, "_hydrate"), (bead_store.BeadStore, "many"), (graph.GraphStore, "_values"),
     (keyword_index.KeywordIndex, "search_screened"), (bm25.WordCounts, "scores"),
     (beads, "check_not_forgotten"), (bead_store.BeadStore, "create"), (beads, "settle_quietly"),
@@ -83,6 +92,25 @@ def wrap(owner: Any, name: str) -> None:
     setattr(owner, name, timed)
 
 
+def _override(assignment: str) -> Callable[[bool], contextlib.AbstractContextManager[None]]:
+    """``MODULE.ATTRIBUTE=JSON`` as a context manager factory: ``(on)`` sets the attribute for the block if on."""
+    dotted, value = assignment.split("=", 1)
+    module_name, attribute = dotted.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+
+    @contextlib.contextmanager
+    def setting(on: bool) -> Iterator[None]:
+        saved = getattr(module, attribute)
+        if on:
+            setattr(module, attribute, json.loads(value))
+        try:
+            yield
+        finally:
+            setattr(module, attribute, saved)
+
+    return setting
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--op", choices=sorted(OPERATIONS), default="keyword")
@@ -91,8 +119,10 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["local", "hash"], default=None)
     parser.add_argument("--settle", choices=["inline", "background"], default="background")
     parser.add_argument("--whole-only", action="store_true")
+    parser.add_argument("--alternate", metavar="MODULE.ATTRIBUTE=JSON")
     args = parser.parse_args()
-    if not args.whole_only:
+    alternate = _override(args.alternate) if args.alternate else None
+    if not args.whole_only and alternate is None:
         for owner, name in STEPS:
             wrap(owner, name)
 
@@ -105,9 +135,12 @@ def main() -> None:
         for i in range(args.samples):
             spent.clear()
             started.clear()
-            call_start[0] = time.perf_counter()
-            await call(i)
-            rows["the whole call"].append((time.perf_counter() - call_start[0]) * 1000)
+            with alternate(i % 2 == 1) if alternate is not None else contextlib.nullcontext():
+                call_start[0] = time.perf_counter()
+                await call(i)
+                label = ("as it is", args.alternate)[i % 2]
+                whole = "the whole call" if alternate is None else f"the whole call, {label}"
+                rows[whole].append((time.perf_counter() - call_start[0]) * 1000)
             for name, seconds in spent.items():
                 rows[name].append(seconds * 1000)
             for name, seconds in started.items():

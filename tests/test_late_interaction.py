@@ -45,8 +45,8 @@ def test_a_match_is_each_query_token_s_best_cosine_averaged() -> None:
     query /= np.linalg.norm(query, axis=1, keepdims=True)
     packed = {f"b{n}": pack_signs(rng.standard_normal((n, 384))) for n in (1, 3, 40)}
     matches = match_signs(query, packed)
-    for bead_id, signs in packed.items():
-        expected = float((query @ unpack_signs(signs).T).max(axis=1).mean())
+    for bead_id, signs in packed.items():  # the query's tokens as signs too
+        expected = float((unpack_signs(pack_signs(query)) @ unpack_signs(signs).T).max(axis=1).mean())
         assert matches[bead_id] == pytest.approx(expected, abs=1e-5)
     assert match_signs(query, {}) == {} and match_signs(np.zeros((0, 384)), packed) == {}
 
