@@ -118,3 +118,43 @@ async def test_an_embedder_that_reads_documents_in_parallel_gets_that_many_calls
         await batching.aclose()
     assert np.allclose(np.vstack(got), await HashEmbedder(dim=64).embed(["first note", "second note", "third note"]))
     assert max(in_flight) == 2
+
+
+class ReadingTokens(HashEmbedder):
+    """Reads each text's "tokens" (here: a row per word) beside its vector, counting its calls."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=64)
+        self.calls: list[int] = []
+
+    @property
+    def reads_tokens(self) -> bool:
+        return True
+
+    async def embed_spans_and_tokens(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]],
+                                     skip: frozenset[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        self.calls.append(len(texts))
+        await asyncio.sleep(0)
+        words = [[w for w in t.split() if w not in skip] for t in texts]
+        return [(await self.embed([t]), await self.embed(w)) for t, w in zip(texts, words, strict=True)]
+
+    async def embed_queries_and_tokens(self, texts: Sequence[str], skip: frozenset[str]
+                                       ) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(rows[0], tokens) for rows, tokens in await self.embed_spans_and_tokens(texts, [[]] * len(texts), skip)]
+
+
+@pytest.mark.parametrize("kind", ["documents", "queries"])
+async def test_texts_read_with_their_tokens_are_batched_too(kind: str) -> None:
+    inner = ReadingTokens()
+    batching = BatchingEmbedder(inner, max_batch=8)
+    texts = [f"memory number {i} about the topic {i % 3}" for i in range(20)]
+    skip = frozenset({"the", "about"})
+    try:
+        reads = (batching.embed_spans_and_tokens([t], [[]], skip) if kind == "documents"
+                 else batching.embed_queries_and_tokens([t], skip) for t in texts)
+        got = [r for (r,) in await asyncio.gather(*reads)]
+    finally:
+        await batching.aclose()
+    assert sum(inner.calls) == 20 and len(inner.calls) < 20 and max(inner.calls) <= 8
+    for text, (_, tokens) in zip(texts, got, strict=True):  # each its own
+        assert np.allclose(tokens, await HashEmbedder(dim=64).embed([w for w in text.split() if w not in skip]))

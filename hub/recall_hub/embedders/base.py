@@ -125,8 +125,11 @@ class TokenReading(Protocol):
         of its words the model read, but for words in ``skip`` (lower case) and tokens holding no letter or digit."""
         ...
 
-    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
-        """A search query's vector (as :meth:`Embedder.embed_queries` gives it) and its tokens' outputs, as above."""
+    async def embed_queries_and_tokens(
+        self, texts: Sequence[str], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per search query, its vector (as :meth:`Embedder.embed_queries` gives it) and its tokens' outputs, as
+        above."""
         ...
 
 

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling, TokenReading
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class BatchingEmbedder:
@@ -25,8 +30,12 @@ class BatchingEmbedder:
         self.inner = inner
         self.max_batch = max_batch
         runs = inner.document_runs if isinstance(inner, ParallelRuns) else 1
-        self._documents = _Queue(inner.embed, max_batch, "recall-embed-documents", runs)
-        self._queries = _Queue(inner.embed_queries, max_batch, "recall-embed-queries")
+        self._documents: _Queue[str, np.ndarray] = _Queue(inner.embed, max_batch, "recall-embed-documents", runs)
+        self._queries: _Queue[str, np.ndarray] = _Queue(inner.embed_queries, max_batch, "recall-embed-queries")
+        self._query_tokens: dict[frozenset[str], _Queue[str, tuple[np.ndarray, np.ndarray]]] = {}
+        self._document_tokens: dict[
+            frozenset[str], _Queue[tuple[str, Sequence[Span]], tuple[np.ndarray, np.ndarray]]
+        ] = {}
 
     @property
     def model_id(self) -> str:
@@ -69,41 +78,70 @@ class BatchingEmbedder:
     async def embed_spans_and_tokens(
         self, texts: Sequence[str], spans: Sequence[Sequence[Span]], skip: frozenset[str]
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        if not isinstance(self.inner, TokenReading):
-            raise TypeError(f"{self.inner!r} does not read tokens")
-        return await self.inner.embed_spans_and_tokens(texts, spans, skip)
+        inner = self.inner
+        if not isinstance(inner, TokenReading):
+            raise TypeError(f"{inner!r} does not read tokens")
+        if len(texts) != 1:
+            return await inner.embed_spans_and_tokens(texts, spans, skip)
+        queue = self._document_tokens.get(skip)
+        if queue is None:
+            async def read(items: Sequence[tuple[str, Sequence[Span]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+                return await inner.embed_spans_and_tokens([t for t, _ in items], [s for _, s in items], skip)
 
-    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
-        if not isinstance(self.inner, TokenReading):
-            raise TypeError(f"{self.inner!r} does not read tokens")
-        return await self.inner.embed_query_tokens(text, skip)
+            runs = inner.document_runs if isinstance(inner, ParallelRuns) else 1
+            queue = self._document_tokens[skip] = _Queue(read, self.max_batch, "recall-embed-document-tokens", runs)
+        return [await queue.one((texts[0], spans[0]))]
+
+    async def embed_queries_and_tokens(
+        self, texts: Sequence[str], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        inner = self.inner
+        if not isinstance(inner, TokenReading):
+            raise TypeError(f"{inner!r} does not read tokens")
+        if len(texts) != 1:
+            return await inner.embed_queries_and_tokens(texts, skip)
+        queue = self._query_tokens.get(skip)
+        if queue is None:
+            queue = self._query_tokens[skip] = _Queue(
+                functools.partial(inner.embed_queries_and_tokens, skip=skip), self.max_batch,
+                "recall-embed-query-tokens",
+            )
+        return [await queue.one(texts[0])]
 
     async def aclose(self) -> None:
         await self._documents.aclose()
         await self._queries.aclose()
+        for queue in self._query_tokens.values():
+            await queue.aclose()
+        for tokens_queue in self._document_tokens.values():
+            await tokens_queue.aclose()
         await self.inner.aclose()
 
 
-class _Queue:
-    """Single texts of one kind, embedded together by ``embed`` while they queue behind the calls in flight
-    (at most ``runs`` at once)."""
+class _Queue(Generic[T, R]):
+    """Single texts (or texts with what goes with them) of one kind, embedded together by ``embed`` (one result
+    an item) while they queue behind the calls in flight (at most ``runs`` at once)."""
 
     def __init__(
-        self, embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], max_batch: int, name: str, runs: int = 1
+        self, embed: Callable[[Sequence[T]], Awaitable[Iterable[R]]], max_batch: int, name: str, runs: int = 1
     ) -> None:
         self._embed = embed
         self._max_batch = max_batch
         self._name = name
-        self._waiting: asyncio.Queue[tuple[str, asyncio.Future[np.ndarray]]] = asyncio.Queue()
+        self._waiting: asyncio.Queue[tuple[T, asyncio.Future[R]]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None] | None] = [None] * max(1, runs)
 
-    async def vector(self, text: str) -> np.ndarray:
+    async def vector(self, text: T) -> np.ndarray:
+        """The text's vector as a one-row array (a queue of an embedder's vectors)."""
+        return np.asarray(await self.one(text)).reshape(1, -1)
+
+    async def one(self, text: T) -> R:
         for n, worker in enumerate(self._workers):
             if worker is None or worker.done():
                 self._workers[n] = asyncio.create_task(self._run(), name=f"{self._name}-{n}")
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         await self._waiting.put((text, future))
-        return (await future).reshape(1, -1)
+        return await future
 
     async def _run(self) -> None:
         while True:

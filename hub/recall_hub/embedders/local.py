@@ -229,12 +229,16 @@ class LocalEmbedder:
             return []
         return await self._on_documents(items, functools.partial(self._spans_sync, skip=skip), [list(s) for s in spans])
 
-    async def embed_query_tokens(self, text: str, skip: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The query's vector and its word tokens' outputs, on the query lane."""
-        (read,) = check_texts([text])
+    async def embed_queries_and_tokens(
+        self, texts: Sequence[str], skip: frozenset[str]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each query's vector and its word tokens' outputs, on the query lane (one model run)."""
+        items = check_texts(texts)
         self._check_open()
-        ((vector,), tokens), = await self._queries.thread.run(self._spans_sync, [read], self._queries, [[]], skip)
-        return vector, tokens
+        if not items:
+            return []
+        read = await self._queries.thread.run(self._spans_sync, items, self._queries, [[] for _ in items], skip)
+        return [(rows[0], tokens) for rows, tokens in read]
 
     async def _on_documents(
         self, texts: list[str], work: Callable[..., Any], per_text: list[Any] | None = None

@@ -26,7 +26,7 @@ class QueryVectors:
             return cached
         if not isinstance(self.embedder, TokenReading):
             raise TypeError(f"{self.embedder!r} does not read tokens")
-        vector, tokens = await self.embedder.embed_query_tokens(text, skip)
+        ((vector, tokens),) = await self.embedder.embed_queries_and_tokens([text], skip)
         for array in (vector, tokens):
             array.setflags(write=False)
         self._tokens[text] = (vector, tokens)
