@@ -282,8 +282,8 @@ async def _check_views(ctxs: tuple[HubContext, ...], work: Workload) -> None:
         assert float(whole @ expected.rows[0]) / float(np.linalg.norm(whole)) > 0.99, f"{bead_id}'s vector is stale"
         kept = unpack_signs(signs[bead_id][signs_key])
         assert expected.tokens is not None, f"{bead_id}: no token signs computed"
-        first = expected.tokens[:SIGNS_KEPT]
-        assert kept.shape == first.shape and (np.sign(kept) == np.sign(first)).mean() > 0.95, f"{bead_id}: stale signs"
+        head = expected.tokens[:SIGNS_KEPT]
+        assert kept.shape == head.shape and (np.sign(kept) == np.sign(head)).mean() > 0.95, f"{bead_id}: stale signs"
 
     members = {g: {m.ai_id for m in (await work.ops.list_members(g)).members} for g in work.groups}
     readers = [*work.team, new_ai()]  # the last one an outsider
