@@ -204,13 +204,7 @@ class LocalEmbedder:
     async def embed_spans(self, texts: Sequence[str], spans: Sequence[Sequence[Span]]) -> list[np.ndarray]:
         """Each text's vector and its spans' (:class:`~recall_hub.embedders.base.SpanPooling`), on the document
         lanes: one model run a text, a span's vector the mean of the outputs of the tokens inside it."""
-        items = check_texts(texts)
-        if len(spans) != len(items):
-            raise ValueError("embed_spans needs one list of spans per text")
-        self._check_open()
-        if not items:
-            return []
-        return await self._on_documents(items, self._spans_sync, [list(s) for s in spans])
+        return await self._read_spans(texts, spans, None)
 
     @property
     def reads_tokens(self) -> bool:
@@ -221,9 +215,15 @@ class LocalEmbedder:
     ) -> list[tuple[np.ndarray, np.ndarray]]:
         """:meth:`embed_spans` and each text's word tokens' outputs
         (:class:`~recall_hub.embedders.base.TokenReading`), from the same model run."""
+        return await self._read_spans(texts, spans, skip)
+
+    async def _read_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[Span]], skip: frozenset[str] | None
+    ) -> list[Any]:
+        """:meth:`_spans_sync` on the document lanes."""
         items = check_texts(texts)
         if len(spans) != len(items):
-            raise ValueError("embed_spans_and_tokens needs one list of spans per text")
+            raise ValueError("one list of spans per text is needed")
         self._check_open()
         if not items:
             return []

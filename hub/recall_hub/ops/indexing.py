@@ -18,7 +18,7 @@ from recall_schemas import RecallError
 
 from recall_hub.context import HubContext
 from recall_hub.embedders.base import TokenReading
-from recall_hub.retrieval.embedding import bead_chunks, embed_beads, reads_tokens
+from recall_hub.retrieval.embedding import bead_text, embed_beads, reads_tokens
 from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.store.validity import validity_attributes
 from recall_hub.store.vectors import ATTRIBUTE_FIELDS, BeadVectors, scope_of
@@ -130,8 +130,8 @@ async def repair_token_signs(ctx: HubContext, batch: int = 64) -> int:
         for start in range(0, len(bead_ids), batch):
             beads = await ctx.beads.system_many(bead_ids[start : start + batch])
             beads = [p for p in beads if scope_of(p) == scope]
-            firsts = [bead_chunks(p, ctx.embedder.window_tokens)[0] for p in beads]
-            read = await ctx.embedder.embed_spans_and_tokens(firsts, [[] for _ in beads], STOPWORDS)
+            texts = [bead_text(p) for p in beads]
+            read = await ctx.embedder.embed_spans_and_tokens(texts, [[]] * len(beads), STOPWORDS)
             await ctx.vectors.add_missing_signs(scope, {p["bead_id"]: t for p, (_, t) in zip(beads, read, strict=True)})
             done += len(beads)
     if done:

@@ -132,8 +132,7 @@ async def _query_vector(ctx: HubContext, query: str, with_tokens: bool = False) 
 async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any) -> None:
     """Each of the :data:`TOKEN_MATCHED` best candidates that has token signs gains how well the query's words
     match its own, one by one."""
-    best = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:TOKEN_MATCHED]
-    signs = await ctx.vectors.token_signs(scopes, sorted(e.bead_id for e in best))
+    signs = await ctx.vectors.token_signs(scopes, sorted(_best(fused, TOKEN_MATCHED)))
     add_token_matches(fused, match_signs(query_tokens, signs), ranking.TOKEN_WEIGHT)
 
 
@@ -281,9 +280,9 @@ async def session_edges(ctx: HubContext, caller: str, ids: list[str], around: li
     return await ctx.beads.session_edges(caller, ids, around)
 
 
-def _best(fused: dict[str, Fused]) -> set[str]:
-    """The candidates whose session neighbours hybrid search admits."""
-    return {e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:ADMIT_FROM]}
+def _best(fused: dict[str, Fused], count: int = ADMIT_FROM) -> set[str]:
+    """The ``count`` most relevant candidates (by default: those whose session neighbours hybrid search admits)."""
+    return {e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:count]}
 
 
 def _reachable(ordered: list[Fused], limit: int) -> list[Fused]:

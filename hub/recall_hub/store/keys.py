@@ -87,18 +87,19 @@ class Keys:
 
     def vector_root(self, model_id: str | None = None) -> str:
         """The vector sets of one embedding model (or, with None, of every model)."""
+        return self._model_root("vec", model_id)
+
+    def _model_root(self, kind: str, model_id: str | None) -> str:
         if model_id is None:
-            return f"{self.root}:vec"
-        return f"{self.root}:vec:{hashlib.sha1(model_id.encode()).hexdigest()[:10]}"
+            return f"{self.root}:{kind}"
+        return f"{self.root}:{kind}:{hashlib.sha1(model_id.encode()).hexdigest()[:10]}"
 
     def vectors(self, model_id: str, scope: str) -> str:
         return f"{self.vector_root(model_id)}:{scope}"
 
     def token_root(self, model_id: str | None = None) -> str:
         """The token signs of one embedding model's beads (or, with None, of every model's)."""
-        if model_id is None:
-            return f"{self.root}:tok"
-        return f"{self.root}:tok:{hashlib.sha1(model_id.encode()).hexdigest()[:10]}"
+        return self._model_root("tok", model_id)
 
     def token_signs(self, model_id: str, scope: str) -> str:
         """A hash of the beads of ``scope``: each bead's token signs (store/vectors.py, ``BeadVectors.tokens``)."""
