@@ -16,7 +16,11 @@ The variants are what storing each candidate's token outputs would cost: ``float
 stay float), ``rp128`` a fixed random projection to 128 dimensions, ``rp128-binary`` (16 bytes a token);
 ``binary-query`` the question's tokens as signs too (a Hamming distance); ``:N`` after a variant keeps only a
 candidate's first N content tokens; ``all-`` before a variant keeps every token of the candidate, not only its
-content tokens.
+content tokens; ``idf-`` before a variant weighs each question token by its word's BM25 IDF among the turns of its
+conversation or haystack (a weighted mean instead of the plain one); ``sym-`` averages that with each candidate
+token's best cosine among the question's (how much of the candidate the question covers). ``--against VARIANT:W``
+gives the paired differences from the ranking with that variant at weight W instead of from the current ranking
+without one.
 """
 
 from __future__ import annotations
@@ -106,7 +110,40 @@ def stored(rows: np.ndarray, variant: str) -> np.ndarray:
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
 
 
-def late_score(query: Tokens, candidate: Tokens | None, variant: str) -> float:
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def document_frequencies(texts: dict[Key, str]) -> dict[tuple[str, str], tuple[int, dict[str, int]]]:
+    """By (set, conversation or question key): how many turns, and in how many each word is."""
+    out: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}
+    for (kind, owner, _), text in texts.items():
+        n, df = out.setdefault((kind, owner), (0, {}))
+        for word in set(_WORD.findall(text.lower())):
+            df[word] = df.get(word, 0) + 1
+        out[(kind, owner)] = (n + 1, df)
+    return out
+
+
+def idf_weights(query: Tokens, frequencies: tuple[int, dict[str, int]]) -> np.ndarray:
+    """Each content token of the question weighed by its word's BM25 IDF among the turns."""
+    _, strs, words = query
+    n, df = frequencies
+    spelled: dict[int, str] = {}
+    for s, w in zip(strs, words, strict=True):
+        if w >= 0:
+            spelled[w] = spelled.get(w, "") + s.removeprefix("##")
+    weights = []
+    for keep, w in zip(content(query), words, strict=True):
+        if keep:
+            d = df.get(spelled[w].lower(), 0)
+            weights.append(np.log((n - d + 0.5) / (d + 0.5) + 1.0))
+    return np.array(weights, dtype=np.float32)
+
+
+def late_score(query: Tokens, candidate: Tokens | None, variant: str, weights: np.ndarray | None = None) -> float:
+    variant = variant.removeprefix("idf-")
+    both_ways = variant.startswith("sym-")
+    variant = variant.removeprefix("sym-")
     keep_all = variant.startswith("all-")
     kind, _, cap = variant.removeprefix("all-").partition(":")
     asked = content(query)
@@ -120,7 +157,10 @@ def late_score(query: Tokens, candidate: Tokens | None, variant: str) -> float:
     if kind == "binary-query":  # the query's tokens kept as signs too: a Hamming distance
         q, kind = np.sign(q), "binary"
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
-    return float((q @ stored(candidate[0][kept], kind).T).max(axis=1).mean())
+    cosines = q @ stored(candidate[0][kept], kind).T
+    best = cosines.max(axis=1)
+    score = float(best.mean() if weights is None else (best * weights).sum() / max(weights.sum(), 1e-9))
+    return (score + float(cosines.max(axis=0).mean())) / 2 if both_ways else score
 
 
 def main() -> None:
@@ -132,13 +172,15 @@ def main() -> None:
     parser.add_argument("--weights", default="0.4,0.8")
     parser.add_argument("--spread", type=float, default=0.1)
     parser.add_argument("--top", type=int, default=0, help="match only the best N candidates of the current ranking")
+    parser.add_argument("--against", help="VARIANT:W, the ranking the differences are taken from")
     args = parser.parse_args()
     records = [json.loads(line) for line in args.dump.open()]
     cache = args.cache or args.dump.with_suffix(".tokens.pkl")
+    texts = turn_texts(args.data)
+    frequencies = document_frequencies(texts) if "idf-" in f"{args.variants},{args.against}" else {}
     if cache.exists():
         docs, queries = pickle.loads(cache.read_bytes())
     else:
-        texts = turn_texts(args.data)
         needed = sorted({(r["set"], r["key"].split("/")[0] if r["set"] == "locomo" else r["key"], c["key"])
                          for r in records for c in r["cands"].values()} & texts.keys())
         docs = dict(zip(needed, read_tokens([texts[k] for k in needed]), strict=True))
@@ -147,17 +189,28 @@ def main() -> None:
         cache.write_bytes(pickle.dumps((docs, queries)))
     questions = learn_fusion.load(args.dump)
     keys = {r["key"]: [r["cands"][b]["key"] for b in sorted(r["cands"])] for r in records}
-    current = learn_fusion.evaluate(questions, ["kn", "vn"], np.array([0.6, 0.4]), 0.4)
-    print(f"{len(questions)} questions, {len(docs)} candidate texts; paired differences from the current ranking")
-    for variant in args.variants.split(","):
+
+    def read_late(variant: str) -> None:
         for q in questions:
             owner = q.key.split("/")[0] if q.set == "locomo" else q.key
-            s = np.array([late_score(queries[(q.set, q.key)], docs.get((q.set, owner, k)), variant)
-                          for k in keys[q.key]])
+            query = queries[(q.set, q.key)]
+            weights = idf_weights(query, frequencies[(q.set, owner)]) if variant.startswith("idf-") else None
+            s = np.array([late_score(query, docs.get((q.set, owner, k)), variant, weights) for k in keys[q.key]])
             if args.top:
                 fused = learn_fusion.scores(q, ["kn", "vn"], np.array([0.6, 0.4]), 0.0)[0] / q.mult
                 s[np.argsort(-fused, kind="stable")[args.top :]] = 0.0
             q.raw["late"] = learn_fusion._minmax(s, s > 0, args.spread, False)
+
+    if args.against:
+        variant, _, weight = args.against.rpartition(":")
+        read_late(variant)
+        current = learn_fusion.evaluate(questions, ["kn", "vn", "late"], np.array([0.6, 0.4, float(weight)]), 0.4)
+    else:
+        current = learn_fusion.evaluate(questions, ["kn", "vn"], np.array([0.6, 0.4]), 0.4)
+    against = args.against or "the current ranking"
+    print(f"{len(questions)} questions, {len(docs)} candidate texts; paired differences from {against}")
+    for variant in args.variants.split(","):
+        read_late(variant)
         for w in (float(x) for x in args.weights.split(",")):
             result = learn_fusion.evaluate(questions, ["kn", "vn", "late"], np.array([0.6, 0.4, w]), 0.4)
             learn_fusion.report(questions, current, result, f"{variant} w={w}")
