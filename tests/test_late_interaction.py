@@ -14,7 +14,6 @@ from conftest import World
 from recall_hub.context import HubContext
 from recall_hub.ops.indexing import repair_token_signs
 from recall_hub.retrieval.embedding import bead_text
-from recall_hub.retrieval import search
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.retrieval.ranking import Fused, add_token_matches
@@ -124,24 +123,6 @@ async def test_a_hybrid_search_weighs_the_query_words_matched_one_by_one(world: 
     for mode in ("keyword", "vector"):
         plain = await world.member.search_beads(query, limit=3, mode=mode, filters={"group_id": world.group_id})
         assert plain.hits and all(s.list != "tokens" for h in plain.hits for s in h.explanation.sources)
-
-
-async def test_signs_asked_before_screening_are_completed_for_candidates_that_rise_after_it(
-    world: World, hub: HubContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A search asks for the best candidates' signs as soon as the lists are fused, so the read overlaps
-    screening; a candidate that becomes one of the best only when screening drops another gets its signs read
-    then, and the dropped one's are not matched."""
-    monkeypatch.setattr(search, "TOKEN_MATCHED", 2)
-    tag, scope = secrets.token_hex(3), f"group:{world.group_id}"
-    beads = [await world.bead(Visibility.GROUP, f"{tag} hedgehog note {n}") for n in range(3)]
-    await handed_off_work_done(hub)
-    fused = {b.bead_id: Fused(b.bead_id, relevance=r) for b, r in zip(beads, (0.9, 0.8, 0.7), strict=True)}
-    read = search._SignsRead(hub, [scope], fused)
-    del fused[beads[0].bead_id]  # screened out
-    signs = await read.signs(hub, [scope], search._best(fused, search.TOKEN_MATCHED))
-    assert sorted(signs) == sorted(b.bead_id for b in beads[1:])
-    assert signs == await hub.vectors.token_signs([scope], [b.bead_id for b in beads[1:]])
 
 
 async def test_signs_are_read_only_from_the_caller_s_scopes(world: World, hub: HubContext) -> None:

@@ -129,34 +129,11 @@ async def _query_vector(ctx: HubContext, query: str, with_tokens: bool = False) 
         raise Unavailable(f"embedder failed: {exc}") from exc
 
 
-async def _match_tokens(
-    ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any, read: _SignsRead
-) -> None:
+async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fused], query_tokens: Any) -> None:
     """Each of the :data:`TOKEN_MATCHED` best candidates that has token signs gains how well the query's words
     match its own, one by one."""
-    best = _best(fused, TOKEN_MATCHED)
-    signs = await read.signs(ctx, scopes, best)
+    signs = await ctx.vectors.token_signs(scopes, sorted(_best(fused, TOKEN_MATCHED)))
     add_token_matches(fused, match_signs(query_tokens, signs), ranking.TOKEN_WEIGHT)
-
-
-class _SignsRead:
-    """The token signs of the best candidates as fused, asked of Redis before screening and graph context run,
-    so that its round trip overlaps their work; beads that become one of the best only after them (rarely:
-    screening drops a candidate) are read when the signs are wanted. Reads only ``scopes`` (the caller's) and
-    is used only for screened candidates."""
-
-    def __init__(self, ctx: HubContext, scopes: list[str], fused: dict[str, Fused]) -> None:
-        self.asked = _best(fused, TOKEN_MATCHED)
-        self.reply = asyncio.ensure_future(ctx.vectors.token_signs(scopes, sorted(self.asked)))
-        # A search that ends before it wants them (nothing left after screening, an error) leaves the read be.
-        self.reply.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-    async def signs(self, ctx: HubContext, scopes: list[str], best: set[str]) -> dict[str, bytes]:
-        found = await self.reply
-        later = best - self.asked
-        if later:
-            found = found | await ctx.vectors.token_signs(scopes, sorted(later))
-        return {b: packed for b, packed in found.items() if b in best}
 
 
 async def rank(
@@ -179,11 +156,11 @@ async def rank(
     wants_vector = mode in (SearchMode.VECTOR, SearchMode.HYBRID)
     lists: dict[str, list[tuple[str, float]]] = {}
     seen: dict[str, dict[str, Any]] = {}  # the keyword list comes screened
-    with_tokens = hybrid and fusion == "score" and reads_tokens(ctx)
     if wants_vector:
         # The query is embedded while the caller's scopes are read (one membership read); in hybrid search the
         # keyword index is queried meanwhile.
         start_settle_check()
+        with_tokens = hybrid and fusion == "score" and reads_tokens(ctx)
         embedding = asyncio.ensure_future(_query_vector(ctx, query, with_tokens))
         try:
             scopes = await searchable_scopes(ctx, caller, filters)
@@ -205,9 +182,6 @@ async def rank(
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []
-    signs_read = _SignsRead(ctx, scopes, fused) if with_tokens else None
-    if signs_read is not None:
-        await asyncio.sleep(0)  # the read goes out now, and is answered while screening and graph context run
     # Only beads the caller may see (and that pass the filters) rank or lend context.
     seen |= await screen(ctx, caller, scopes, [b for b in fused if b not in seen], filters)
     if not hubs_wanted(include_hubs, filters):
@@ -225,10 +199,10 @@ async def rank(
         await _admit(ctx, caller, scopes, fused, around, filters, seen, links)
     if not fused:
         return []
-    if signs_read is not None:
+    if hybrid and wants_vector:
         _, query_tokens = await embedding
         if query_tokens is not None:
-            await _match_tokens(ctx, scopes, fused, query_tokens, signs_read)
+            await _match_tokens(ctx, scopes, fused, query_tokens)
     if hybrid:
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:
