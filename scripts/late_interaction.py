@@ -18,7 +18,8 @@ stay float), ``rp128`` a fixed random projection to 128 dimensions, ``rp128-bina
 candidate's first N content tokens; ``all-`` before a variant keeps every token of the candidate, not only its
 content tokens; ``idf-`` before a variant weighs each question token by its word's BM25 IDF among the turns of its
 conversation or haystack (a weighted mean instead of the plain one); ``sym-`` averages that with each candidate
-token's best cosine among the question's (how much of the candidate the question covers). ``--against VARIANT:W``
+token's best cosine among the question's (how much of the candidate the question covers); ``prev-`` matches
+against the candidate's tokens and the turn's before it in its session. ``--against VARIANT:W``
 gives the paired differences from the ranking with that variant at weight W instead of from the current ranking
 without one.
 """
@@ -140,8 +141,26 @@ def idf_weights(query: Tokens, frequencies: tuple[int, dict[str, int]]) -> np.nd
     return np.array(weights, dtype=np.float32)
 
 
+def previous(key: Key) -> Key:
+    """The turn before ``key`` in its session (LoCoMo ``D3:7`` → ``D3:6``, LongMemEval ``sid#4`` → ``sid#3``)."""
+    kind, owner, turn = key
+    head, sep, number = turn.rpartition(":" if kind == "locomo" else "#")
+    return (kind, owner, f"{head}{sep}{int(number) - 1}")
+
+
+def candidate_tokens(docs: dict[Key, Tokens], key: Key, variant: str) -> Tokens | None:
+    """The candidate's tokens; with ``prev-``, the turn before it's joined to them."""
+    own = docs.get(key)
+    before = docs.get(previous(key)) if "prev-" in variant else None
+    if own is None or before is None:
+        return own
+    shift = max(own[2], default=-1) + 1
+    return (np.concatenate([own[0], before[0]]), own[1] + before[1], own[2] + [w + shift if w >= 0 else -1
+                                                                             for w in before[2]])
+
+
 def late_score(query: Tokens, candidate: Tokens | None, variant: str, weights: np.ndarray | None = None) -> float:
-    variant = variant.removeprefix("idf-")
+    variant = variant.removeprefix("idf-").removeprefix("prev-")
     both_ways = variant.startswith("sym-")
     variant = variant.removeprefix("sym-")
     keep_all = variant.startswith("all-")
@@ -183,6 +202,7 @@ def main() -> None:
     else:
         needed = sorted({(r["set"], r["key"].split("/")[0] if r["set"] == "locomo" else r["key"], c["key"])
                          for r in records for c in r["cands"].values()} & texts.keys())
+        needed = sorted(set(needed) | {previous(k) for k in needed} & texts.keys())
         docs = dict(zip(needed, read_tokens([texts[k] for k in needed]), strict=True))
         queries = dict(zip([(r["set"], r["key"]) for r in records], read_tokens([r["query"] for r in records]),
                            strict=True))
@@ -195,7 +215,8 @@ def main() -> None:
             owner = q.key.split("/")[0] if q.set == "locomo" else q.key
             query = queries[(q.set, q.key)]
             weights = idf_weights(query, frequencies[(q.set, owner)]) if variant.startswith("idf-") else None
-            s = np.array([late_score(query, docs.get((q.set, owner, k)), variant, weights) for k in keys[q.key]])
+            s = np.array([late_score(query, candidate_tokens(docs, (q.set, owner, k), variant), variant, weights)
+                          for k in keys[q.key]])
             if args.top:
                 fused = learn_fusion.scores(q, ["kn", "vn"], np.array([0.6, 0.4]), 0.0)[0] / q.mult
                 s[np.argsort(-fused, kind="stable")[args.top :]] = 0.0

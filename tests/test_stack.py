@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,40 @@ def test_two_stacks_cannot_share_a_data_dir(tmp_path: Path) -> None:
 def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_error_at_the_deadline() -> None:
     """A server that is up but not answering yet (a slow disk at start-up) is waited for, not a crash:
     past the deadline the start fails with a StackError that says so."""
-    import socket
-    import subprocess
-    import sys
-    import threading
-
     from recall_hub.tooling.stack import _wait_for_redis
+
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with _never_answering() as port, pytest.raises(StackError, match="did not answer within"):
+            _wait_for_redis("127.0.0.1", port, alive, timeout=1.0)
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_redis_busy_replaying_its_data_is_waited_for_past_the_deadline() -> None:
+    """A server replaying a large append-only file may answer nothing for minutes; while it works (uses CPU) the
+    start waits for it, and the deadline counts from when it stops working."""
+    from recall_hub.tooling.stack import _wait_for_redis
+
+    busy = subprocess.Popen([sys.executable, "-c", (
+        "import time\nwhile time.process_time() < 3.0: pass\ntime.sleep(60)"  # 3 s of CPU, then idle
+    )])
+    started = time.monotonic()
+    try:
+        with _never_answering() as port, pytest.raises(StackError, match="did not answer within"):
+            _wait_for_redis("127.0.0.1", port, busy, timeout=1.0)
+        assert time.monotonic() - started >= 3.0  # waited while it worked (a second of deadline before)
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+@contextlib.contextmanager
+def _never_answering() -> Iterator[int]:
+    """A port that accepts connections and never answers on them."""
+    import socket
+    import threading
 
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
@@ -73,13 +102,9 @@ def test_a_redis_that_accepts_but_never_answers_fails_the_start_with_a_stack_err
 
     accepting = threading.Thread(target=accept, daemon=True)
     accepting.start()
-    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        with pytest.raises(StackError, match="did not answer within"):
-            _wait_for_redis("127.0.0.1", listener.getsockname()[1], alive, timeout=1.0)
+        yield listener.getsockname()[1]
     finally:
-        alive.kill()
-        alive.wait()
         listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (close alone would not)
         listener.close()
         accepting.join()

@@ -213,6 +213,7 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
     )
     deadline = time.monotonic() + timeout
     loaded = -1
+    working = _Working(proc.pid)
     try:
         while True:
             try:
@@ -229,7 +230,11 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
                 # Accepted the connection but not answering yet (a slow disk at start-up): not ready, not failed.
                 if proc.poll() is not None:
                     raise StackError(f"redis-server exited with code {proc.returncode}; see its log") from None
-                if time.monotonic() > deadline:
+                # Replaying a large append-only file can hold the server for minutes without a LOADING answer
+                # (FalkorDB's writes replayed one by one): busy is not stuck, so wait while it works.
+                if working.since_last_look():
+                    deadline = time.monotonic() + timeout
+                elif time.monotonic() > deadline:
                     raise StackError(f"redis-server did not answer within {timeout}s: {exc}") from None
             time.sleep(0.05)
         modules = {m[b"name"].decode().lower() for m in client.module_list()}
@@ -237,6 +242,30 @@ def _wait_for_redis(host: str, port: int, proc: subprocess.Popen[bytes], timeout
             raise StackError(f"the Redis on {host}:{port} has no FalkorDB module; is it another program's?")
     finally:
         client.close()
+
+
+class _Working:
+    """Whether a process used at least :data:`BUSY_SHARE` of a core since the last look (Linux; elsewhere never)."""
+
+    def __init__(self, pid: int) -> None:
+        self.stat = Path(f"/proc/{pid}/stat")
+        self.last = (time.monotonic(), self._cpu_seconds())
+
+    def _cpu_seconds(self) -> float | None:
+        try:
+            fields = self.stat.read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def since_last_look(self) -> bool:
+        (then, used_then), now, used = self.last, time.monotonic(), self._cpu_seconds()
+        self.last = (now, used)
+        return used is not None and used_then is not None and used - used_then >= BUSY_SHARE * (now - then)
+
+
+BUSY_SHARE = 0.2
+"""A starting redis-server that uses this share of a core while it does not answer is replaying its data."""
 
 
 def _loading_progress(client: Any) -> int:
