@@ -159,7 +159,10 @@ def candidate_tokens(docs: dict[Key, Tokens], key: Key, variant: str) -> Tokens 
                                                                              for w in before[2]])
 
 
-def late_score(query: Tokens, candidate: Tokens | None, variant: str, weights: np.ndarray | None = None) -> float:
+def late_score(
+    query: Tokens, candidate: Tokens | None, variant: str, weights: np.ndarray | None = None,
+    keep_best: list[np.ndarray] | None = None,
+) -> float:
     variant = variant.removeprefix("idf-").removeprefix("prev-")
     both_ways = variant.startswith("sym-")
     variant = variant.removeprefix("sym-")
@@ -178,6 +181,8 @@ def late_score(query: Tokens, candidate: Tokens | None, variant: str, weights: n
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
     cosines = q @ stored(candidate[0][kept], kind).T
     best = cosines.max(axis=1)
+    if keep_best is not None:
+        keep_best.append(best)
     score = float(best.mean() if weights is None else (best * weights).sum() / max(weights.sum(), 1e-9))
     return (score + float(cosines.max(axis=0).mean())) / 2 if both_ways else score
 
@@ -215,8 +220,23 @@ def main() -> None:
             owner = q.key.split("/")[0] if q.set == "locomo" else q.key
             query = queries[(q.set, q.key)]
             weights = idf_weights(query, frequencies[(q.set, owner)]) if variant.startswith("idf-") else None
-            s = np.array([late_score(query, candidate_tokens(docs, (q.set, owner, k), variant), variant, weights)
-                          for k in keys[q.key]])
+            pool, _, plain = variant.partition("-") if variant.startswith("pool") else ("", "", variant)
+            if pool:  # each question token weighed by how few of the candidates match it (above a cosine)
+                bests: list[np.ndarray] = []
+                for k in keys[q.key]:
+                    found = len(bests)
+                    late_score(query, candidate_tokens(docs, (q.set, owner, k), plain), plain, None, bests)
+                    if len(bests) == found:
+                        bests.append(np.full(int(content(query).sum()), np.nan))
+                table = np.array(bests)
+                n = np.isfinite(table[:, 0]).sum() if table.size else 0
+                df = (np.nan_to_num(table, nan=-1.0) >= float(pool.removeprefix("pool"))).sum(axis=0)
+                w = np.log((n - df + 0.5) / (df + 0.5) + 1.0)
+                s = np.array([0.0 if not np.isfinite(b).all() else float((b * w).sum() / max(w.sum(), 1e-9))
+                              for b in table]) if table.size else np.zeros(len(keys[q.key]))
+            else:
+                s = np.array([late_score(query, candidate_tokens(docs, (q.set, owner, k), variant), variant, weights)
+                              for k in keys[q.key]])
             if args.top:
                 fused = learn_fusion.scores(q, ["kn", "vn"], np.array([0.6, 0.4]), 0.0)[0] / q.mult
                 s[np.argsort(-fused, kind="stable")[args.top :]] = 0.0

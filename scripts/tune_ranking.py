@@ -49,6 +49,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.2, 0.6)},
     **{f"tokens.{w}": {f"{RANKING}.TOKEN_WEIGHT": w} for w in (0.0, 0.2, 0.6)},
+    **{f"rarity.{c}": {f"{RANKING}.TOKEN_COMMON": c} for c in (0.5, 0.6, 0.7)},
     **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}}
        for k in (0.5, 0.6, 0.7, 0.8)},
     **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 75, 100)},

@@ -16,7 +16,7 @@ from recall_hub.ops.indexing import repair_token_signs
 from recall_hub.retrieval.embedding import bead_text
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.keyword import STOPWORDS
-from recall_hub.retrieval.ranking import Fused, add_token_matches
+from recall_hub.retrieval.ranking import Fused, add_token_matches, token_rarity
 from recall_hub.store.vectors import SIGNS_KEPT, match_signs, pack_signs, scope_of, unpack_signs
 from recall_schemas import Visibility
 
@@ -49,6 +49,24 @@ def test_a_match_is_each_query_token_s_best_cosine_averaged() -> None:
         expected = float((unpack_signs(pack_signs(query)) @ unpack_signs(signs).T).max(axis=1).mean())
         assert matches[bead_id] == pytest.approx(expected, abs=1e-5)
     assert match_signs(query, {}) == {} and match_signs(np.zeros((0, 384)), packed) == {}
+
+
+def test_a_query_word_every_candidate_holds_counts_less_than_one_few_hold() -> None:
+    """With ``TOKEN_COMMON`` set, each query token weighs by BM25's IDF of how many candidates hold it (a token
+    of theirs at least that close), and a bead's match is the weighed mean of its best cosines."""
+    best = np.array([[0.9, 0.8, 0.1], [0.9, 0.2, 0.1], [0.95, 0.1, 0.2], [0.9, 0.3, 0.7]])
+    weights = token_rarity(best, common=0.6)
+    assert weights[0] < weights[1] == weights[2]  # held by all four against one each
+    assert weights[0] == pytest.approx(np.log(0.5 / 4.5 + 1)) and weights[1] == pytest.approx(np.log(3.5 / 1.5 + 1))
+    rng = np.random.default_rng(11)
+    query = rng.standard_normal((3, 384)).astype(np.float32)
+    packed = {f"b{n}": pack_signs(rng.standard_normal((n, 384))) for n in (2, 5, 9)}
+    plain = match_signs(query, packed)
+    weighed = match_signs(query, packed, lambda found: np.array([1.0, 0.0, 0.0]))
+    for bead_id, signs in packed.items():  # only the first token counts
+        first = float((unpack_signs(pack_signs(query[:1])) @ unpack_signs(signs).T).max())
+        assert weighed[bead_id] == pytest.approx(first, abs=1e-5)
+    assert match_signs(query, packed, lambda found: np.ones(found.shape[1])) == pytest.approx(plain)
 
 
 def test_matches_are_scaled_over_the_candidates_and_weighed() -> None:

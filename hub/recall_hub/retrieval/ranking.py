@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from recall_hub.timeutil import DAY_MS
 
 RRF_K = 60
@@ -41,6 +43,10 @@ TOKEN_WEIGHT = 0.4
 """Of the query's words matched one by one against a candidate's (``late_interaction``), added beside the fused
 lists' 1 (docs/retrieval.md, "Token-level matching": 0.2 to 0.6 move the dev sets' figures by less than their
 intervals)."""
+TOKEN_COMMON: float | None = None
+"""With a cosine here, each of the query's words counts in the match by how few of the matched candidates hold
+it (a token of theirs at least this close): BM25's IDF over the candidates (:func:`token_rarity`); None: all
+count the same."""
 MIN_SPREAD = 0.1
 """Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
 KEYWORD_MIN_SPREAD = 0.5
@@ -123,6 +129,16 @@ def add_token_matches(fused: Mapping[str, Fused], matches: Mapping[str, float], 
         entry = fused[bead_id]
         entry.relevance += weight * norm
         entry.sources.append(("tokens", rank, raw))
+
+
+def token_rarity(best: np.ndarray, common: float) -> np.ndarray:
+    """Each query token's weight from ``best`` (one row a candidate, a column a query token: its best cosine
+    there): BM25's IDF of how many candidates match it at ``common`` or closer. A word every candidate says —
+    the name of the person a whole conversation is with — tells them apart by nothing."""
+    n = len(best)
+    held = (best >= common).sum(axis=0)
+    weights: np.ndarray = np.log((n - held + 0.5) / (held + 0.5) + 1.0)
+    return weights
 
 
 def add_context(

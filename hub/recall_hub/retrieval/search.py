@@ -15,6 +15,7 @@ from the graph with visibility and filters checked in that query.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -133,7 +134,9 @@ async def _match_tokens(ctx: HubContext, scopes: list[str], fused: dict[str, Fus
     """Each of the :data:`TOKEN_MATCHED` best candidates that has token signs gains how well the query's words
     match its own, one by one."""
     signs = await ctx.vectors.token_signs(scopes, sorted(_best(fused, TOKEN_MATCHED)))
-    add_token_matches(fused, match_signs(query_tokens, signs), ranking.TOKEN_WEIGHT)
+    common = ranking.TOKEN_COMMON
+    weigh = None if common is None else functools.partial(ranking.token_rarity, common=common)
+    add_token_matches(fused, match_signs(query_tokens, signs, weigh), ranking.TOKEN_WEIGHT)
 
 
 async def rank(

@@ -455,11 +455,15 @@ def unpack_signs(packed: bytes, dim: int = 384) -> np.ndarray:
     return (bits.astype(np.float32) * 2.0 - 1.0) / np.float32(math.sqrt(dim))
 
 
-def match_signs(query: np.ndarray, signs: Mapping[str, bytes]) -> dict[str, float]:
+def match_signs(
+    query: np.ndarray, signs: Mapping[str, bytes], weigh: Callable[[np.ndarray], np.ndarray] | None = None
+) -> dict[str, float]:
     """How well a query's word tokens (rows) match each bead's (its :func:`pack_signs`), one by one (late
-    interaction): for each query token its best cosine among the bead's tokens, averaged — the query's tokens
-    kept as signs too, so that a cosine is 1 - 2 x the share of dimensions whose signs differ (bits counted
-    in 64-bit words; no float product, which on two cores cost the event loop more than it took itself)."""
+    interaction): for each query token its best cosine among the bead's tokens, averaged — weighed by
+    ``weigh(best)`` (each query token's weight, from the beads' best cosines, one row a bead) if given — the
+    query's tokens kept as signs too, so that a cosine is 1 - 2 x the share of dimensions whose signs differ
+    (bits counted in 64-bit words; no float product, which on two cores cost the event loop more than it took
+    itself)."""
     if not len(query) or not signs:
         return {}
     dim = query.shape[1]
@@ -472,7 +476,11 @@ def match_signs(query: np.ndarray, signs: Mapping[str, bytes]) -> dict[str, floa
         differing += np.bitwise_count(np.bitwise_xor.outer(held[word], asked[:, word]))
     cosines = 1.0 - differing * (2.0 / dim)
     best = np.maximum.reduceat(cosines, np.concatenate(([0], np.cumsum(counts)[:-1])), axis=0)
-    return dict(zip(bead_ids, best.mean(axis=1).tolist(), strict=True))
+    if weigh is None:
+        return dict(zip(bead_ids, best.mean(axis=1).tolist(), strict=True))
+    weights = weigh(best)
+    weighed = (best * weights).sum(axis=1) / max(float(weights.sum()), 1e-9)  # not best @ weights: no BLAS
+    return dict(zip(bead_ids, weighed.tolist(), strict=True))
 
 
 def _attributes_json(attributes: Mapping[str, Any], chunks: int = 1, sentences: bool = False) -> str:
