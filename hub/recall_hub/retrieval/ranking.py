@@ -43,10 +43,10 @@ TOKEN_WEIGHT = 0.4
 """Of the query's words matched one by one against a candidate's (``late_interaction``), added beside the fused
 lists' 1 (docs/retrieval.md, "Token-level matching": 0.2 to 0.6 move the dev sets' figures by less than their
 intervals)."""
-TOKEN_COMMON: float | None = None
-"""With a cosine here, each of the query's words counts in the match by how few of the matched candidates hold
-it (a token of theirs at least this close): BM25's IDF over the candidates (:func:`token_rarity`); None: all
-count the same."""
+TOKEN_COMMON: float | None = 0.7
+"""Each of the query's words counts in the match by how few of the matched candidates hold it (a token of theirs
+at this cosine or closer): BM25's IDF over the candidates (:func:`token_rarity`); None: all count the same. 0.5
+and 0.6 did about as well (docs/retrieval.md, "Words few candidates hold count more")."""
 MIN_SPREAD = 0.1
 """Min-max scaling of cosine similarities never stretches a spread narrower than this (tiny lists)."""
 KEYWORD_MIN_SPREAD = 0.5
