@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from recall_hub.embedders import (
 from recall_hub.embedders.batching import BatchingEmbedder
 from recall_hub.embedders.query_cache import QueryVectors
 from recall_hub.embedders.throughput import EmbedThroughput, measure
+from recall_hub.retrieval.keyword import STOPWORDS
 
 SENTENCES = [
     "The deployment to production failed because the database migration timed out.",
@@ -642,6 +643,27 @@ async def test_a_search_embeds_its_query_as_a_query(e5: E5SmallEmbedder) -> None
         await batching.aclose()
     assert np.allclose(searched, (await e5.embed_queries([text]))[0], atol=1e-5)
     assert not np.allclose(searched, (await e5.embed([text]))[0], atol=1e-3)
+
+
+async def test_a_query_read_with_its_tokens_is_not_embedded_again_for_its_vector(local: LocalEmbedder) -> None:
+    """A hybrid search reads its query with the word tokens; a vector search or find_similar asking the same text
+    after it takes the vector from that reading, with no second model run."""
+    runs: list[str] = []
+
+    class Counting(LocalEmbedder):
+        async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+            runs.extend(texts)
+            return await super().embed_queries(texts)
+
+    embedder = Counting(batch_size=8)
+    try:
+        cache = QueryVectors(embedder)
+        vector, _ = await cache.reading(SENTENCES[2], STOPWORDS)
+        assert np.array_equal(await cache.vector(SENTENCES[2]), vector) and runs == []
+        assert np.allclose(await cache.vector(SENTENCES[3]), (await local.embed_queries([SENTENCES[3]]))[0], atol=1e-5)
+        assert runs == [SENTENCES[3]]
+    finally:
+        embedder.close()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -40,6 +40,10 @@ class QueryVectors:
         if cached is not None:
             self._cache.move_to_end(text)
             return cached
+        read = self._tokens.get(text)
+        if read is not None:  # a hybrid search read it with its tokens: the same vector
+            self._tokens.move_to_end(text)
+            return read[0]
         vector: np.ndarray = np.asarray((await self.embedder.embed_queries([text]))[0])
         vector.setflags(write=False)  # shared by every search that asks again
         self._cache[text] = vector
