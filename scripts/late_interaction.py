@@ -17,7 +17,9 @@ stay float), ``rp128`` a fixed random projection to 128 dimensions, ``rp128-bina
 ``binary-query`` the question's tokens as signs too (a Hamming distance); ``:N`` after a variant keeps only a
 candidate's first N content tokens; ``all-`` before a variant keeps every token of the candidate, not only its
 content tokens; ``idf-`` before a variant weighs each question token by its word's BM25 IDF among the turns of its
-conversation or haystack (a weighted mean instead of the plain one); ``sym-`` averages that with each candidate
+conversation or haystack (a weighted mean instead of the plain one); ``pool<C>-`` (``pool0.7-binary-query:48``)
+weighs it by BM25's IDF of how many of the question's candidates hold it (one of their tokens at cosine C or
+closer: what the hub does, ``ranking.TOKEN_COMMON``); ``sym-`` averages that with each candidate
 token's best cosine among the question's (how much of the candidate the question covers); ``prev-`` matches
 against the candidate's tokens and the turn's before it in its session. ``--against VARIANT:W``
 gives the paired differences from the ranking with that variant at weight W instead of from the current ranking
