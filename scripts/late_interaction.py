@@ -21,7 +21,8 @@ conversation or haystack (a weighted mean instead of the plain one); ``pool<C>-`
 weighs it by BM25's IDF of how many of the question's candidates hold it (one of their tokens at cosine C or
 closer: what the hub does, ``ranking.TOKEN_COMMON``); ``sym-`` averages that with each candidate
 token's best cosine among the question's (how much of the candidate the question covers); ``prev-`` matches
-against the candidate's tokens and the turn's before it in its session. ``--against VARIANT:W``
+against the candidate's tokens and the turn's before it in its session (with ``:N``, each one's first N;
+``prev<λ>-``, ``prev0.8-``, scales the turn before's cosines by λ). ``--against VARIANT:W``
 gives the paired differences from the ranking with that variant at weight W instead of from the current ranking
 without one.
 """
@@ -150,22 +151,33 @@ def previous(key: Key) -> Key:
     return (kind, owner, f"{head}{sep}{int(number) - 1}")
 
 
-def candidate_tokens(docs: dict[Key, Tokens], key: Key, variant: str) -> Tokens | None:
-    """The candidate's tokens; with ``prev-``, the turn before it's joined to them."""
+def candidate_tokens(docs: dict[Key, Tokens], key: Key, variant: str) -> tuple[Tokens | None, np.ndarray | None]:
+    """The candidate's tokens and each row's scale; with ``prev<λ>-``, the turn before it's joined to them (each
+    kept to its first N content tokens with ``:N``, its cosines scaled by λ, 1 when not given)."""
     own = docs.get(key)
-    before = docs.get(previous(key)) if "prev-" in variant else None
+    found = re.search(r"prev([0-9.]*)-", variant)
+    before = docs.get(previous(key)) if found else None
     if own is None or before is None:
-        return own
+        return own, None
+    _, _, cap = variant.partition(":")
+    keep_all = "all-" in variant
+    parts = [(t, np.flatnonzero(content(t, keep_all))[: int(cap) if cap else None]) for t in (own, before)]
+    (own, mine), (before, theirs) = parts
     shift = max(own[2], default=-1) + 1
-    return (np.concatenate([own[0], before[0]]), own[1] + before[1], own[2] + [w + shift if w >= 0 else -1
-                                                                             for w in before[2]])
+    joined = (np.concatenate([own[0][mine], before[0][theirs]]),
+              [own[1][i] for i in mine] + [before[1][i] for i in theirs],
+              [own[2][i] for i in mine] + [before[2][i] + shift if before[2][i] >= 0 else -1 for i in theirs])
+    scale = np.ones(len(mine) + len(theirs), dtype=np.float32)
+    scale[len(mine):] = float(found.group(1) or 1.0)
+    return joined, scale
 
 
 def late_score(
-    query: Tokens, candidate: Tokens | None, variant: str, weights: np.ndarray | None = None,
+    query: Tokens, found: tuple[Tokens | None, np.ndarray | None], variant: str, weights: np.ndarray | None = None,
     keep_best: list[np.ndarray] | None = None,
 ) -> float:
-    variant = variant.removeprefix("idf-").removeprefix("prev-")
+    candidate, scale = found
+    variant = re.sub(r"^(idf-)?(prev[0-9.]*-)?", "", variant)
     both_ways = variant.startswith("sym-")
     variant = variant.removeprefix("sym-")
     keep_all = variant.startswith("all-")
@@ -173,7 +185,7 @@ def late_score(
     asked = content(query)
     if candidate is None or not asked.any():
         return 0.0
-    kept = np.flatnonzero(content(candidate, keep_all))[: int(cap) if cap else None]
+    kept = np.flatnonzero(content(candidate, keep_all))[: int(cap) if cap and scale is None else None]
     if not len(kept):
         return 0.0
     q = query[0][asked].astype(np.float32)
@@ -182,6 +194,8 @@ def late_score(
         q, kind = np.sign(q), "binary"
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-9)
     cosines = q @ stored(candidate[0][kept], kind).T
+    if scale is not None:
+        cosines = cosines * scale[kept]
     best = cosines.max(axis=1)
     if keep_best is not None:
         keep_best.append(best)
