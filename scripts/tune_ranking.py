@@ -48,11 +48,12 @@ SEARCH = "recall_hub.retrieval.search"
 VARIANTS: dict[str, dict[str, Any]] = {
     "base": {},
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.2, 0.6)},
-    **{f"tokens.{w}": {f"{RANKING}.TOKEN_WEIGHT": w} for w in (0.0, 0.2, 0.6)},
+    **{f"tokens.{w}": {f"{RANKING}.TOKEN_WEIGHT": w} for w in (0.0, 0.2, 0.3, 0.5, 0.6)},
     **{f"rarity.{c}": {f"{RANKING}.TOKEN_COMMON": c} for c in (0.5, 0.6, 0.7)},
     **{f"keyword.{k}": {f"{RANKING}.LIST_WEIGHTS": {"keyword": k, "vector": round(1 - k, 2)}}
        for k in (0.5, 0.6, 0.7, 0.8)},
     **{f"candidates.{n}": {f"{SEARCH}.CANDIDATES": n} for n in (30, 75, 100)},
+    **{f"matched.{n}": {f"{SEARCH}.TOKEN_MATCHED": n} for n in (30, 100, 1000)},
     **{f"bm25L.{n}": {"recall_hub.store.bm25.REFERENCE_LENGTH": n} for n in (60, 150, 200, 300)},
     **{f"depth.{n}": {"recall_hub.store.bm25.RESCORE_DEPTH": n} for n in (50, 200)},
     **{f"k1.{k}": {"recall_hub.store.bm25.K1": k} for k in (0.9, 1.5, 2.0)},
