@@ -202,11 +202,10 @@ async def rank(
         await _admit(ctx, caller, scopes, fused, around, filters, seen, links)
     if not fused:
         return []
-    if hybrid and wants_vector:
+    if hybrid:
         _, query_tokens = await embedding
         if query_tokens is not None:
             await _match_tokens(ctx, scopes, fused, query_tokens)
-    if hybrid:
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:
         await boost_window(ctx, caller, fused, window)
