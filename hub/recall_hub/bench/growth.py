@@ -8,7 +8,9 @@ the node shape the store writes: every property of a created bead (a 300-charact
 ``used_memory`` and ``GRAPH.MEMORY USAGE``, then times, through the store's own queries (round trip
 included), as a random identity: ``get`` (one bead by id, visibility-checked), a group listing (newest 20),
 the screening of 100 candidate ids (what every search does before ranking) and ``create`` (the full
-create query: membership and session checks, merge on the idempotency key, the outbox entry). Last, with the
+create query: membership and session checks, merge on the idempotency key, the outbox entry) and then the
+session link of each bead it created (the author's previous bead of the session found and linked
+``FOLLOWS_FROM``: in a create's reply path, and per bead of a batch). Last, with the
 append-only file turned on, the time the server takes to rewrite its files after a forget (what
 :meth:`recall_hub.store.erasure.ErasureStore.compact_files` waits for: ``BGREWRITEAOF``, done).
 
@@ -36,6 +38,7 @@ from recall_hub.store.erasure import ErasureStore
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.records import content_hash
+from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.store.vectors import VectorStore
 from recall_hub.tooling.replica import RedisNode
 
@@ -171,22 +174,26 @@ async def _measure(store: BeadStore, synthetic: _Synthetic, runs: int, row: Grow
         screened.append(len(found))
         return found
 
-    created = 0
+    created: list[tuple[str, str]] = []
 
     async def create(i: int) -> object:
-        nonlocal created
         caller = who(i)
-        props = synthetic.bead(total + 10_000_000 + created)  # ids apart from the loaded ones
+        props = synthetic.bead(total + 10_000_000 + len(created))  # ids apart from the loaded ones
         props.update(created_by=caller, session_id=f"s_bench_{caller}", group_id=None, visibility="private")
-        created += 1
+        created.append((props["bead_id"], props["session_id"]))
         idem = props.pop("idem")
         return await store.create(caller, props, idem=idem)
+
+    async def session_link(i: int) -> object:
+        bead_id, session_id = created[i]
+        return await store.system_link_session_predecessor(bead_id, session_id, AUTO_LINK_NOTE)
 
     row.timings_ms = {
         "get": await _timed(runs, get),
         "group listing (20)": await _timed(runs, group_listing),
         "screen 100 ids": await _timed(runs, screen),
         "create": await _timed(runs, create),
+        "session link": await _timed(runs, session_link),
     }
     row.visible_share = sum(screened) / (100 * len(screened))
 
