@@ -218,6 +218,24 @@ async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_co
         assert (ids[i], ids[i - 1]) in hub.keywords.session_edges([ids[i]], [ids[i]])
 
 
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+async def test_beads_stamped_in_the_same_millisecond_chain_in_the_order_of_their_ids(hub, order):
+    """Two hubs (or a hub's clock) can stamp beads of one session with the same time; the chain then takes them
+    in the order of their ids, whatever order they commit in."""
+    me, session, moment = new_ai(), new_id("s"), new_moments()
+    beads = [new_bead_props(me, CreateBead(title=f"tied {i}", session_id=session), moment)[0] for i in range(3)]
+    for i in order:
+        stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
+        await follow_session(hub, stored)
+    rows = await hub.graph.ro_query(
+        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session RETURN x.bead_id, y.bead_id",
+        {"session": session},
+    )
+    ids = sorted(b["bead_id"] for b in beads)
+    assert {b["created_at"] for b in beads} == {moment}
+    assert sorted(map(tuple, rows)) == sorted(zip(ids[1:], ids, strict=False))
+
+
 async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
     agent = await connect()
     session = new_id("s")

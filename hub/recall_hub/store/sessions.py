@@ -33,8 +33,8 @@ STAMPED_BEFORE = (
 )
 """Cypher: the bead ``{0}`` was stamped before ``{1}`` (a session's order: creation time, then id). Not written
 as ``created_at < … OR (created_at = … AND bead_id < …)``: with the OR, FalkorDB plans the session's index scan
-over every bead stamped before (~6 ms a link at 10k beads against ~0.1), and it can return rows for which the
-OR is false (:func:`recall_hub.store.filters.listing_clause`)."""
+over every bead stamped before (~6 ms a link at 10k beads against ~0.1), and it returns rows for which the OR
+is false (beads stamped in the same millisecond chained wrongly; :func:`recall_hub.store.filters.listing_clause`)."""
 
 
 def follows_link(later: str, earlier: str, meta: str = "$meta") -> str:
