@@ -12,7 +12,7 @@ async def test_the_growth_suite_loads_and_measures_at_two_sizes() -> None:
     small, large = report.rows
     assert 0 < small.used_memory_mb < large.used_memory_mb
     for row in report.rows:
-        assert set(row.timings_ms) == {"get", "group listing (20)", "screen 100 ids", "create"}
+        assert set(row.timings_ms) == {"get", "group listing (20)", "screen 100 ids", "create", "session link"}
         assert all(0 < p50 <= p99 for p50, p99 in row.timings_ms.values())
         # 20% global, 40% group (a caller is in 3 of 50 groups), 40% private (of 200 identities): a caller
         # sees about 23% of random ids — the store's queries find the loaded beads and filter them.
