@@ -12,6 +12,7 @@ import uuid
 import pytest
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
+from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import follow_session
 from recall_hub.ops.beads import new_bead_props
 from recall_hub.retrieval.freshness import handed_off_work_done
@@ -192,6 +193,15 @@ async def test_a_bead_removed_from_a_session_leaves_its_chain_whole(connect, hub
         assert hits == []
 
 
+async def _session_links(hub: HubContext, session: str) -> list[tuple[str, str]]:
+    """Every ``FOLLOWS_FROM`` link out of the session's beads, ``(later, earlier)``, sorted (read from the graph)."""
+    rows = await hub.graph.ro_query(
+        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session RETURN x.bead_id, y.bead_id",
+        {"session": session},
+    )
+    return sorted((str(later), str(earlier)) for later, earlier in rows)
+
+
 @pytest.mark.parametrize("order", list(itertools.permutations(range(4))))
 async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_commit_in(hub, order):
     """Creates of one author into one session from two connections or two hubs may commit out of the order they
@@ -204,12 +214,9 @@ async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_co
         stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
         await follow_session(hub, stored)
         await hub.index_log.append(stored["bead_id"])
-    rows = await hub.graph.ro_query(
-        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session RETURN x.bead_id, y.bead_id",
-        {"session": session},
-    )
+    rows = await _session_links(hub, session)
     ids = [b["bead_id"] for b in beads]
-    assert sorted(map(tuple, rows)) == sorted(zip(ids[1:], ids, strict=False))
+    assert rows == sorted(zip(ids[1:], ids, strict=False))
     # The keyword index follows: each bead is found (weighed down) by the words of the one stamped before it.
     await hub.keywords.catch_up(hub.index_log.last_appended)
     for i in range(1, 4):
@@ -227,13 +234,10 @@ async def test_beads_stamped_in_the_same_millisecond_chain_in_the_order_of_their
     for i in order:
         stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
         await follow_session(hub, stored)
-    rows = await hub.graph.ro_query(
-        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session RETURN x.bead_id, y.bead_id",
-        {"session": session},
-    )
+    rows = await _session_links(hub, session)
     ids = sorted(b["bead_id"] for b in beads)
     assert {b["created_at"] for b in beads} == {moment}
-    assert sorted(map(tuple, rows)) == sorted(zip(ids[1:], ids, strict=False))
+    assert rows == sorted(zip(ids[1:], ids, strict=False))
 
 
 async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):
