@@ -500,6 +500,26 @@ async def test_removed_member_is_refused_at_once_and_readmitted_member_sees_agai
     assert target in ids(await member.get_by_group(w.group_id))
 
 
+@pytest.mark.parametrize("mode", [SearchMode.KEYWORD, SearchMode.HYBRID])
+async def test_a_search_finds_a_group_the_caller_joined_after_its_last_search(
+    new_client: NewClient, mode: SearchMode
+) -> None:
+    """The hub keeps each caller's groups between searches (and a keyword search starts in them while it checks
+    they are current): one made right after joining is answered in the new group too, one right after leaving
+    is not."""
+    w = await build_world(new_client, Visibility.GROUP)
+    caller = w.by_role["non_member"]
+
+    async def found() -> list[str]:
+        return ids(h.bead for h in (await caller.search_beads(w.word, mode=mode)).hits)
+
+    assert w.target.bead_id not in await found()
+    await w.ops.add_member(w.group_id, caller.ai_id)
+    assert w.target.bead_id in await found()
+    await w.ops.remove_member(w.group_id, caller.ai_id)
+    assert w.target.bead_id not in await found()
+
+
 async def test_member_who_leaves_is_refused_at_once(new_client: NewClient) -> None:
     w = await build_world(new_client, Visibility.GROUP)
     member = w.by_role["member"]

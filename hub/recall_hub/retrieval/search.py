@@ -60,7 +60,7 @@ from recall_hub.retrieval.ranking import (
     rrf,
 )
 from recall_hub.retrieval.rerank import rerank, reranking_depth
-from recall_hub.retrieval.scopes import searchable_scopes
+from recall_hub.retrieval.scopes import last_read_scopes, searchable_scopes
 from recall_hub.retrieval.timely import boost_window, created_by_then, past_reads, understood_window
 from recall_hub.retrieval.walk import expand
 from recall_hub.store.vectors import filter_expression, match_signs
@@ -180,8 +180,7 @@ async def rank(
         else:
             lists["vector"] = await vector_list
     else:
-        scopes = await searchable_scopes(ctx, caller, filters)
-        lists["keyword"], seen = await keyword_candidates(ctx, scopes, query, filters, depth)
+        scopes, (lists["keyword"], seen) = await _keyword_in_scopes(ctx, caller, query, filters, depth)
     fused = rrf(lists) if fusion == "rrf" else fuse(lists)
     if not fused:
         return []
@@ -221,6 +220,28 @@ async def rank(
     staged.sort(key=lambda hit: (-hit.score, hit.entry.bead_id))
     hits = await _hydrate(ctx, caller, staged, filters, wanted, now, use_priors, as_of)
     return (await rerank(ctx, query, hits))[:limit]
+
+
+async def _keyword_in_scopes(
+    ctx: HubContext, caller: str, query: str, filters: BeadFilters, depth: int
+) -> tuple[list[str], tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]]:
+    """The caller's scopes and the keyword list in them. The index is asked in the scopes this hub last read
+    while the membership counter is read (the keyword pass is the event loop's own work, the read a round trip),
+    and asked again only when they were not current."""
+    reading = asyncio.ensure_future(searchable_scopes(ctx, caller, filters))
+    guessed = last_read_scopes(ctx, caller, filters)
+    found = None
+    try:
+        if guessed is not None:
+            await asyncio.sleep(0)  # the counter's read goes out before the index is asked
+            found = await keyword_candidates(ctx, guessed, query, filters, depth)
+        scopes = await reading
+    except BaseException:
+        reading.cancel()
+        raise
+    if found is None or scopes != guessed:
+        found = await keyword_candidates(ctx, scopes, query, filters, depth)
+    return scopes, found
 
 
 async def _add_dated(

@@ -48,6 +48,12 @@ class MembershipCache:
             del self._groups[next(iter(self._groups))]
         return list(groups)
 
+    def last_read(self, caller: str) -> list[str] | None:
+        """The caller's groups as this hub last read them, unchecked (None: not read yet). A search may start with
+        them while :meth:`groups_of` checks the counter, and must start again if they were not current."""
+        known = self._groups.get(caller)
+        return None if known is None else list(known[1])
+
     async def changed(self) -> None:
         """After a membership write, before its reply: every hub reads its callers' groups afresh."""
         await self.redis.incr(self._key)
