@@ -244,6 +244,17 @@ async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and
             assert unknown == []
             assert from_index == await ctx.beads.screen(client.ai_id, ids, filters), (client.ai_id, filters)
 
+    # Without filters the index screens from the rows it keeps beside its documents, with any from its columns:
+    # both say the same, a deleted bead and one never indexed included (the graph screens those).
+    await world.creator.delete_bead(ids[-1])
+    await ctx.keywords.catch_up()
+    asked = [*ids, f"b_{secrets.token_hex(8)}"]
+    for client in (world.creator, world.member, world.outsider):
+        scopes = await searchable_scopes(ctx, client.ai_id, BeadFilters())
+        from_rows = ctx.keywords.screen(scopes, asked, BeadFilters())
+        assert from_rows == ctx.keywords.screen(scopes, asked, BeadFilters(min_importance=0))
+        assert from_rows[1] == asked[-2:]
+
 
 async def test_session_edges_from_the_index_once_screened_are_the_graphs_for_every_caller(
     world: World, hub_service: HubService

@@ -144,6 +144,26 @@ class _Rows:
         self.ids: list[str] = []
         self._of: dict[str, int] = {}
         self.words = WordCounts()
+        self.screened: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Each bead's scope and what screening reads of it, as its document holds them: a search with no filter
+        but the caller's scopes screens its candidates here, without a query."""
+
+    def screen(self, scopes: Sequence[str], ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """:meth:`KeywordIndex.screen` without filters: of ``ids``, what screening reads of those in ``scopes``, and
+        those without a document."""
+        in_scopes, seen, unknown = set(scopes), {}, []
+        for bead_id in ids:
+            entry = self.screened.get(bead_id)
+            if entry is None:
+                unknown.append(bead_id)
+            elif entry[0] in in_scopes:
+                seen[bead_id] = dict(entry[1])
+        return seen, unknown
+
+    def drop(self, bead_id: str) -> None:
+        """A bead whose document is gone."""
+        self.words.drop(bead_id)
+        self.screened.pop(bead_id, None)
 
     def row(self, bead_id: str) -> int:
         found = self._of.get(bead_id)
@@ -229,16 +249,28 @@ class _View:
         column = {name: self.searcher.fast_field_values(name, addresses) for name in _COLUMNS}
         decoded = {name: [values[int(c or 0)] for c in column[f"{name}_code"]] for name, values in _CODED.items()}
         return [
-            (bead_id, {
-                "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
-                "bead_type": bead_type,
-                "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
-            })
+            (bead_id, _screened_props(importance, created_at, provenance, status, bead_type, verified, rejected))
             for bead_id, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
                 self.bead_ids(addresses), column["importance"], column["created_at"], decoded["provenance"],
                 decoded["status"], decoded["bead_type"], column["verified"], column["rejected"], strict=True,
             )
         ]
+
+
+def _screened_props(
+    importance: Any, created_at: Any, provenance: Any, status: Any, bead_type: Any, verified: Any, rejected: Any
+) -> dict[str, Any]:
+    """What screening reads of a bead (:meth:`KeywordIndex.screen`), from its document's columns."""
+    return {
+        "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
+        "bead_type": bead_type, "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
+    }
+
+
+def _coded_value(props: Mapping[str, Any], name: str) -> Any:
+    """The member of the enum field ``name`` a document holds: the bead's, or the default for none or one unknown."""
+    values, value = _CODED[name], props.get(name) or _DEFAULTS[name]
+    return values[values.index(value if value in values else _DEFAULTS[name])]
 
 
 def document_text(props: Mapping[str, Any]) -> str:
@@ -413,7 +445,7 @@ class KeywordIndex:
             if props is not None:
                 self._writer.add_document(self._document(props, before, rows))
             else:
-                (rows or self._view.rows).words.drop(bead_id)
+                (rows or self._view.rows).drop(bead_id)
 
     def _context_key_of(self, bead_id: str) -> str | None:
         """The key of the words a committed document holds from the beads it follows (None: not committed)."""
@@ -465,17 +497,22 @@ class KeywordIndex:
                 doc.add_text(name, str(props[name]))
         for tag in props.get("tags") or []:
             doc.add_text("tags", str(tag))
-        for name, values in _CODED.items():
-            value = props.get(name) or _DEFAULTS[name]
-            doc.add_integer(f"{name}_code", values.index(value if value in values else _DEFAULTS[name]))
+        coded = {name: _coded_value(props, name) for name in _CODED}
+        for name, value in coded.items():
+            doc.add_integer(f"{name}_code", _CODED[name].index(value))
         importance = props.get("importance")
-        doc.add_integer("importance", int(importance) if importance is not None else 5)
-        doc.add_integer("created_at", int(props.get("created_at") or 0))
-        verdicts = list(props.get("trust_verdicts") or [])
-        doc.add_integer("verified", verdicts.count("verified"))
-        doc.add_integer("rejected", verdicts.count("rejected"))
-        for name, value in validity_attributes(props).items():
-            doc.add_integer(name, value)
+        columns = {
+            "importance": int(importance) if importance is not None else 5,
+            "created_at": int(props.get("created_at") or 0),
+            "verified": list(props.get("trust_verdicts") or []).count("verified"),
+            "rejected": list(props.get("trust_verdicts") or []).count("rejected"),
+        }
+        for name, number in (columns | validity_attributes(props)).items():
+            doc.add_integer(name, number)
+        (rows or self._view.rows).screened[str(props["bead_id"])] = (scope, _screened_props(
+            columns["importance"], columns["created_at"], coded["provenance"], coded["status"], coded["bead_type"],
+            columns["verified"], columns["rejected"],
+        ))
         return doc
 
     # --- search -----------------------------------------------------------------------------------
@@ -550,8 +587,8 @@ class KeywordIndex:
         # Two beads with the same words score the same up to tantivy's f32 rounding of their scopes' boosts:
         # five significant digits make them tie, and the bead id decides, whatever scopes they are in.
         rounded = [float(f"{score:.5g}") for score in scores]
-        ranked = sorted(zip(ids, rounded, addresses, strict=True), key=lambda hit: (-hit[1], hit[0]))[:limit]
-        return [(bead_id, score) for bead_id, score, _ in ranked], dict(view.screened([a for _, _, a in ranked]))
+        ranked = sorted(zip(ids, rounded, strict=True), key=lambda hit: (-hit[1], hit[0]))[:limit]
+        return ranked, view.rows.screen(scopes, [bead_id for bead_id, _ in ranked])[0]
 
     def session_edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one
@@ -568,6 +605,9 @@ class KeywordIndex:
         if not ids:
             return {}, []
         view = self._view
+        narrowed = self._narrowing(filters)
+        if not narrowed:  # the caller's scopes alone: the rows say, no query needed
+            return view.rows.screen(scopes, ids)
         searcher = view.searcher
         wanted = _any_of(self.schema, "bead_id", ids)
         seen: dict[str, dict[str, Any]] = {}
