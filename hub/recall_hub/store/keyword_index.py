@@ -44,6 +44,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -144,9 +145,10 @@ class _Rows:
         self.ids: list[str] = []
         self._of: dict[str, int] = {}
         self.words = WordCounts()
-        self.screened: dict[str, tuple[str, dict[str, Any]]] = {}
-        """Each bead's scope and what screening reads of it, as its document holds them: a search with no filter
-        but the caller's scopes screens its candidates here, without a query."""
+        self.screened: dict[str, tuple[Any, ...]] = {}
+        """Each bead's scope and what screening reads of it (the arguments of :func:`_screened_props`), as its
+        document holds them: a search with no filter but the caller's scopes screens its candidates here,
+        without a query. A tuple, not a dict: a few hundred bytes a bead less."""
 
     def screen(self, scopes: Sequence[str], ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """:meth:`KeywordIndex.screen` without filters: of ``ids``, what screening reads of those in ``scopes``, and
@@ -157,7 +159,7 @@ class _Rows:
             if entry is None:
                 unknown.append(bead_id)
             elif entry[0] in in_scopes:
-                seen[bead_id] = dict(entry[1])
+                seen[bead_id] = _screened_props(*entry[1:])
         return seen, unknown
 
     def drop(self, bead_id: str) -> None:
@@ -509,10 +511,10 @@ class KeywordIndex:
         }
         for name, number in (columns | validity_attributes(props)).items():
             doc.add_integer(name, number)
-        (rows or self._view.rows).screened[str(props["bead_id"])] = (scope, _screened_props(
-            columns["importance"], columns["created_at"], coded["provenance"], coded["status"], coded["bead_type"],
-            columns["verified"], columns["rejected"],
-        ))
+        (rows or self._view.rows).screened[str(props["bead_id"])] = (
+            sys.intern(scope), columns["importance"], columns["created_at"], coded["provenance"], coded["status"],
+            coded["bead_type"], columns["verified"], columns["rejected"],
+        )
         return doc
 
     # --- search -----------------------------------------------------------------------------------
