@@ -86,6 +86,11 @@ CANDIDATES = 50
 """How deep each list (keyword, vector) is read before fusion (``limit`` if more are asked). 100 gave the
 same LoCoMo figures within a few thousandths, at 2.3 ms more for a hybrid search at 100k beads (measured
 2026-12-01; this constant's history is in git)."""
+CONTEXT_HITS = 100
+"""The most hits ``context`` packs into its budget. Its candidates are a default search's (lists :data:`CANDIDATES`
+deep, so its first hits are the ones ``search_beads`` gives): lists as deep as its hits took ~20% more CPU (each
+VSIM asked for twice the vectors at twice the EF: 22.7 against 18.8 ms of the hub's and Redis's CPU a request,
+17.6 against 15.2 ms p50, 800-token budgets at 5k beads) for budgets that hold a few dozen beads at most."""
 HYDRATE_SPARE = 2
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 TOKEN_MATCHED = 50
@@ -151,10 +156,13 @@ async def rank(
     as_of: int | None = None,
     window: DateWindow | None = None,
     include_hubs: bool = True,
+    depth: int | None = None,
 ) -> list[SearchHit]:
+    """The best ``limit`` hits; ``depth``: how deep each list is read (by default :data:`CANDIDATES`, or ``limit``
+    when it is more)."""
     if as_of is not None:
         filters = created_by_then(filters, as_of)
-    depth = max(CANDIDATES, limit)
+    depth = max(CANDIDATES, limit) if depth is None else depth
     hybrid = mode is SearchMode.HYBRID
     wants_vector = mode in (SearchMode.VECTOR, SearchMode.HYBRID)
     lists: dict[str, list[tuple[str, float]]] = {}
@@ -442,7 +450,8 @@ async def search_beads(ctx: HubContext, caller: str, req: SearchBeads) -> Search
 
 async def context(ctx: HubContext, caller: str, req: GetContext) -> ContextBlock:
     window = understood_window(req.query, to_ms(req.reference_time) if req.reference_time is not None else None)
-    hits = await rank(ctx, caller, req.query, req.filters, 100, window=window, include_hubs=req.include_hubs)
+    hits = await rank(ctx, caller, req.query, req.filters, CONTEXT_HITS, window=window, include_hubs=req.include_hubs,
+                      depth=CANDIDATES)
     kept, dropped = pack(hits, req.max_tokens, req.max_per_source)
     text = "\n\n".join(render_bead(h.bead) for h in kept)
     return ContextBlock(
