@@ -30,7 +30,7 @@ applies every entry after the last applied one (reading each named bead's curren
 and reloads the searcher. A hub runs :meth:`KeywordIndex.follow` in the background; a request that
 carries the sequence of its caller's last write first catches up to it.
 
-Why this module is long (~650 lines): it is one object with one invariant — the index, its documents, the
+Why this module is long (~700 lines): it is one object with one invariant — the index, its documents, the
 per-process rows beside them (ids, words, session edges) and the searcher that reads them must change
 together, under one commit — so building documents, applying the log, searching with in-scope statistics and
 screening stay with the state they share; the BM25 formula (:mod:`recall_hub.store.bm25`) and the log itself
@@ -138,8 +138,8 @@ def _schema() -> tantivy.Schema:
 class _Rows:
     """Each bead id's number in this process, held by its document in a column: the ids of a hundred hits
     come out of one column read instead of a hundred stored-document reads. With each bead's counted words
-    (:class:`~recall_hub.store.bm25.WordCounts`), which rank the hits: they change with the documents (a
-    moment ahead of the searcher at most), and a rebuild starts both afresh."""
+    (:class:`~recall_hub.store.bm25.WordCounts`), which rank the hits, and its scope with what screening reads of
+    it: they change with the documents (a moment ahead of the searcher at most), and a rebuild starts them afresh."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
@@ -502,12 +502,12 @@ class KeywordIndex:
         coded = {name: _coded_value(props, name) for name in _CODED}
         for name, value in coded.items():
             doc.add_integer(f"{name}_code", _CODED[name].index(value))
-        importance = props.get("importance")
+        importance, verdicts = props.get("importance"), list(props.get("trust_verdicts") or [])
         columns = {
             "importance": int(importance) if importance is not None else 5,
             "created_at": int(props.get("created_at") or 0),
-            "verified": list(props.get("trust_verdicts") or []).count("verified"),
-            "rejected": list(props.get("trust_verdicts") or []).count("rejected"),
+            "verified": verdicts.count("verified"),
+            "rejected": verdicts.count("rejected"),
         }
         for name, number in (columns | validity_attributes(props)).items():
             doc.add_integer(name, number)
@@ -603,7 +603,8 @@ class KeywordIndex:
         """Of ``ids``: those in ``scopes`` passing ``filters``, each with what ranking reads of it
         (importance, created_at, provenance, status, trust verdicts, bead type) as
         :meth:`~recall_hub.store.beads.BeadStore.screen` gives it; and those the index does not hold at
-        all (written a moment ago, not applied yet), which only the graph can screen."""
+        all (written a moment ago, not applied yet), which only the graph can screen. Without filters from the
+        rows kept beside the documents (:meth:`_Rows.screen`), else by a query."""
         if not ids:
             return {}, []
         view = self._view
@@ -614,7 +615,7 @@ class KeywordIndex:
         wanted = _any_of(self.schema, "bead_id", ids)
         seen: dict[str, dict[str, Any]] = {}
         if scopes:
-            restricted = _all_of([wanted, self._restriction(scopes, filters)])
+            restricted = _all_of([wanted, _any_of(self.schema, "scope", scopes), *narrowed])
             hits = searcher.search(restricted, limit=len(ids), count=False).hits
             seen = dict(view.screened([address for _, address in hits]))
         rest = [bead_id for bead_id in ids if bead_id not in seen]
