@@ -2,8 +2,9 @@
 requests a second that cost puts on its cores (docs/benchmarks.md, "Where a team's CPU goes").
 
 Builds the bus bench's memory (`recall bench`'s data, ingest and in-process hub) at ``--beads``, then runs each
-operation of :data:`recall_hub.bench.load.MIX` ``--requests`` times, one request at a time, with fresh words each
-time (so the query embedding is never cached), and reads from ``/proc`` the CPU each process spent over them: this
+operation of :data:`recall_hub.bench.load.MIX` ``--requests`` times, one request at a time, as the load suite
+sends it (:class:`recall_hub.bench.load.Team`; fresh words each time, so a query's embedding is seldom cached), as
+the bench's caller on the bench's memory, and reads from ``/proc`` the CPU each process spent over them: this
 process (the hub and its one client; its main thread apart, where the hub's Python and the client's run),
 redis-server with FalkorDB, and nats-server. The background work of a create (its vector, links and feed entry)
 is waited for before the reading ends. Last, the mix's mean: each operation's CPU weighed by its share of the
@@ -20,14 +21,14 @@ import contextlib
 import os
 import random
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from recall_hub.bench import run
 from recall_hub.bench.config import BenchConfig
 from recall_hub.bench.cpu import cpu_seconds
-from recall_hub.bench.load import MIX
+from recall_hub.bench.load import MIX, Agent, Team
 
 
 class _Printed(Exception):
@@ -57,34 +58,13 @@ def _descendants(pid: int) -> dict[str, list[int]]:
     return found
 
 
-def _operations(w: Any, rng: random.Random, events: list[str]) -> dict[str, Callable[[], Awaitable[Any]]]:
-    """The mix's operations, shaped as the load suite sends them; the events' ids go to ``events``."""
-    words = " ".join(w.queries).split()
-    client, session = w.client, f"s_{uuid.uuid4().hex[:16]}"
-
-    def said(n: int) -> str:
-        return " ".join(rng.choice(words) for _ in range(n))
-
-    async def event() -> None:
-        events.append(uuid.uuid4().hex)
-        await client.events.session_continued(session, event_id=events[-1])
-
-    return {
-        "search": lambda: client.search_beads(said(rng.choice((2, 3, 4))), limit=10),
-        "get": lambda: client.get_bead(rng.choice(w.visible)),
-        "create": lambda: client.create_bead(said(rng.randint(4, 9)), said(rng.randint(28, 70)), session_id=session),
-        "context": lambda: client.context(said(3), max_tokens=800),
-        "event": event,
-        "keyword": lambda: client.search_beads(said(rng.choice((1, 2, 3))), limit=10, mode="keyword"),
-        "traverse": lambda: client.traverse_graph(rng.choice(w.visible), max_depth=2, limit=50),
-    }
-
-
-async def _settled(hub: Any, events: list[str]) -> None:
-    """Until the creates' background work and the last event published are done."""
+async def _settled(hub: Any, agent: Agent) -> None:
+    """Until the creates' background work and the events published so far are done (the consumer takes them in
+    order: one more, waited for, comes after them)."""
     await hub.ctx.background.wait_for_earlier()
-    if events:
-        await hub.events.wait_for(events[-1], within=60)
+    last = uuid.uuid4().hex
+    await agent.client.events.session_continued(agent.session_id, event_id=last)
+    await hub.events.wait_for(last, within=60)
 
 
 def main() -> None:
@@ -107,25 +87,26 @@ def main() -> None:
         me = os.getpid()
         servers = _descendants(me)
         kinds = {"redis-server": servers.get("redis-server", []), "nats-server": servers.get("nats-server", [])}
-        hub, events = services[0], list[str]()
-        operations = _operations(w, random.Random(w.config.seed), events)
+        hub, vocabulary = services[0], " ".join(w.queries).split()
+        agent = Agent(w.client, w.data.groups_of(w.caller)[0], f"s_{uuid.uuid4().hex[:16]}", list(w.visible),
+                      random.Random(w.config.seed))
+        team = Team([agent], lambda rng, n: " ".join(rng.choice(vocabulary) for _ in range(n)))
         mean = 0.0
         print(f"CPU ms a request, {args.requests} requests of each one at a time, {args.beads} beads")
         print(f"{'operation':10s} {'share':>6s} {'wall':>7s} {'hub+client':>11s} {'(main)':>7s} "
               f"{'redis':>6s} {'nats':>6s} {'total':>6s}")
         for op, share in MIX:
-            call = operations[op]
             for _warm in range(20):
-                await call()
-            await _settled(hub, events)
+                await team.do(agent, op)
+            await _settled(hub, agent)
             before = {k: sum(cpu_seconds(p) or 0.0 for p in pids) for k, pids in kinds.items()}
             process, main_thread = cpu_seconds(me) or 0.0, cpu_seconds(me, me) or 0.0
             loop = asyncio.get_running_loop()
             started = loop.time()
             for _timed in range(args.requests):
-                await call()
+                await team.do(agent, op)
             wall = loop.time() - started
-            await _settled(hub, events)
+            await _settled(hub, agent)
             spent = {k: sum(cpu_seconds(p) or 0.0 for p in pids) - before[k] for k, pids in kinds.items()}
             spent["hub+client"] = (cpu_seconds(me) or 0.0) - process
             main = (cpu_seconds(me, me) or 0.0) - main_thread

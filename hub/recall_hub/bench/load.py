@@ -132,7 +132,9 @@ class LoadReport:
 
 
 @dataclass
-class _Agent:
+class Agent:
+    """One identity of the team, with its own connection, group, session and the beads it may see."""
+
     client: RecallClient
     group_id: str
     session_id: str
@@ -140,14 +142,15 @@ class _Agent:
     rng: random.Random
 
 
-class _Team:
+class Team:
     """The agents of one stack, their seed memory and the words their requests are made of."""
 
-    def __init__(self, agents: list[_Agent], words: Callable[[random.Random, int], str]) -> None:
+    def __init__(self, agents: list[Agent], words: Callable[[random.Random, int], str]) -> None:
         self.agents = agents
         self.words = words
 
-    async def do(self, agent: _Agent, op: str) -> None:
+    async def do(self, agent: Agent, op: str) -> None:
+        """One request of the mix (:data:`MIX`), shaped as the suite sends it."""
         rng, client = agent.rng, agent.client
         if op == "search":
             await client.search_beads(self.words(rng, rng.choice((2, 3, 4))), limit=10)
@@ -168,7 +171,7 @@ class _Team:
             raise ValueError(f"unknown operation {op!r}")
 
 
-def _bead(rng: random.Random, agent: _Agent, words: Callable[[random.Random, int], str]) -> CreateBead:
+def _bead(rng: random.Random, agent: Agent, words: Callable[[random.Random, int], str]) -> CreateBead:
     roll = rng.random()
     visibility = Visibility.GROUP if roll < 0.5 else Visibility.PRIVATE if roll < 0.8 else Visibility.GLOBAL
     return CreateBead(
@@ -223,7 +226,7 @@ def meter(stack: EmbeddedStack) -> CpuMeter:
     })
 
 
-async def _levels(config: LoadConfig, team: _Team, hubs: int, report: LoadReport,
+async def _levels(config: LoadConfig, team: Team, hubs: int, report: LoadReport,
                   progress: Callable[[str], None], cpu: CpuMeter) -> None:
     runs: list[tuple[str, int, float | None]] = [("quiet", 1, None)]
     for n in config.agents:
@@ -261,7 +264,7 @@ _Sample = tuple[str, float, str | None]
 """(operation, milliseconds, error code or None)."""
 
 
-async def _timed(team: _Team, agent: _Agent, op: str, since: float) -> _Sample:
+async def _timed(team: Team, agent: Agent, op: str, since: float) -> _Sample:
     try:
         await team.do(agent, op)
         error = None
@@ -274,7 +277,7 @@ async def _timed(team: _Team, agent: _Agent, op: str, since: float) -> _Sample:
     return op, (time.perf_counter() - since) * 1000, error
 
 
-async def _settle(team: _Team, quiet_p50_ms: float) -> None:
+async def _settle(team: Team, quiet_p50_ms: float) -> None:
     """Wait until the hubs have worked off what a level left queued (an open loop past the hubs' capacity leaves
     requests the agents gave up on): until :data:`SETTLED_IN_A_ROW` gets in a row answer within twice the quiet
     p50 of the mix, or :data:`SETTLE_LIMIT_S` have passed."""
@@ -289,11 +292,11 @@ def _draw(rng: random.Random) -> str:
     return rng.choices([op for op, _ in MIX], weights=[w for _, w in MIX])[0]
 
 
-async def _closed_loop(team: _Team, agents: list[_Agent], seconds: float) -> list[_Sample]:
+async def _closed_loop(team: Team, agents: list[Agent], seconds: float) -> list[_Sample]:
     stop = time.perf_counter() + seconds
     samples: list[_Sample] = []
 
-    async def work(agent: _Agent) -> None:
+    async def work(agent: Agent) -> None:
         while time.perf_counter() < stop:
             samples.append(await _timed(team, agent, _draw(agent.rng), time.perf_counter()))
 
@@ -301,7 +304,7 @@ async def _closed_loop(team: _Team, agents: list[_Agent], seconds: float) -> lis
     return samples
 
 
-async def _open_loop(team: _Team, agents: list[_Agent], rate: float, seconds: float) -> list[_Sample]:
+async def _open_loop(team: Team, agents: list[Agent], rate: float, seconds: float) -> list[_Sample]:
     rng = random.Random(len(agents))
     start = time.perf_counter()
     due = start
@@ -340,7 +343,7 @@ def _p(values: list[float], q: float) -> float:
     return percentile(sorted(values), q) if values else float("nan")
 
 
-async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[str], None]) -> _Team:
+async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[str], None]) -> Team:
     """``count`` agents in teams of :data:`TEAM`, each group made by an ops identity, each agent's seed memory
     written; every agent knows the beads it may see (its own, its team's group beads, the global ones)."""
     data = build_dataset(500, config.seed, "load")
@@ -351,7 +354,7 @@ async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[st
 
     ops = RecallClient("o_loadops", url, timeout=config.timeout)
     await ops.connect()
-    agents: list[_Agent] = []
+    agents: list[Agent] = []
     try:
         for start in range(0, count, TEAM):
             group = await ops.create_group(f"load team {start // TEAM}")
@@ -360,7 +363,7 @@ async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[st
                 await ops.add_member(group.group_id, ai_id)
                 client = RecallClient(ai_id, url, timeout=config.timeout)
                 await client.connect()
-                agents.append(_Agent(client, group.group_id, f"s_{ai_id[2:]}", [],
+                agents.append(Agent(client, group.group_id, f"s_{ai_id[2:]}", [],
                                      random.Random(vocabulary.random())))
     finally:
         await ops.close()
@@ -368,7 +371,7 @@ async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[st
     plans = [[_bead(agent.rng, agent, words) for _ in range(SEED_PER_AGENT)] for agent in agents]
     writing = asyncio.Semaphore(SEEDING_AT_ONCE)
 
-    async def seed(agent: _Agent, plan: list[CreateBead]) -> list[CreatedItem]:
+    async def seed(agent: Agent, plan: list[CreateBead]) -> list[CreatedItem]:
         async with writing:
             return await agent.client.create_beads(plan)
 
@@ -387,7 +390,7 @@ async def _team(config: LoadConfig, url: str, count: int, progress: Callable[[st
     for agent in agents:
         own = set(agent.visible)
         agent.visible += [b for b in by_group.get(agent.group_id, []) + public if b not in own]
-    return _Team(agents, words)
+    return Team(agents, words)
 
 
 def render_load(report: LoadReport) -> str:
