@@ -8,7 +8,9 @@ import secrets
 
 from conftest import ClientFactory, new_ai
 from recall_client import RecallClient
-from recall_hub.retrieval.asker import OWN_BOOST, speaks_of_self
+from recall_hub.context import HubContext
+from recall_hub.retrieval.asker import OWN_BOOST, boost_own, speaks_of_self
+from recall_hub.retrieval.ranking import Fused
 
 
 def test_first_person_words_are_read_in_any_case_and_with_either_apostrophe() -> None:
@@ -50,3 +52,19 @@ async def test_the_asker_s_own_statement_comes_first_when_the_question_speaks_of
     assert by_other.hits[0].bead.bead_id == reply  # the assistant asking: its own reply is what it said
     keyword = await user.search_beads(f"which book am I reading {word}", limit=5, mode="keyword")
     assert keyword.hits[0].bead.bead_id == reply  # the plain lists stay the plain lists
+
+
+async def test_the_authors_are_what_screening_read_and_the_graph_tells_those_screened_without_one(
+    hub: HubContext, connect: ClientFactory,
+) -> None:
+    user, assistant, word, said, reply = await _talk(connect)
+    fused = {said: Fused(said, 1.0), reply: Fused(reply, 1.0)}
+    await boost_own(hub, user.ai_id, "what am I reading", fused, {said: {}, reply: {"created_by": assistant.ai_id}})
+    assert (fused[said].relevance, fused[reply].relevance) == (OWN_BOOST, 1.0)  # the statement's author: the graph's
+
+    fused = {said: Fused(said, 1.0), reply: Fused(reply, 1.0)}
+    screened = {said: {"created_by": user.ai_id}, reply: {"created_by": assistant.ai_id}}
+    await boost_own(hub, assistant.ai_id, "what did I say", fused, screened)
+    assert (fused[said].relevance, fused[reply].relevance) == (1.0, OWN_BOOST)
+    await boost_own(hub, assistant.ai_id, f"which book reading {word}", fused, screened)  # not in the first person
+    assert (fused[said].relevance, fused[reply].relevance) == (1.0, OWN_BOOST)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from recall_hub.context import HubContext
 from recall_hub.retrieval.ranking import Fused
@@ -27,11 +28,18 @@ def speaks_of_self(query: str) -> bool:
     return not FIRST_PERSON.isdisjoint(_WORD.findall(query.lower().replace("\u2019", "'")))
 
 
-async def boost_own(ctx: HubContext, caller: str, query: str, fused: Mapping[str, Fused]) -> None:
-    """Raise the candidates ``caller`` wrote when ``query`` is in the first person (in place)."""
+async def boost_own(
+    ctx: HubContext, caller: str, query: str, fused: Mapping[str, Fused], screened: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Raise the candidates ``caller`` wrote when ``query`` is in the first person (in place). Their authors are
+    what screening read (``screened``); the graph is asked only of candidates screened without one."""
     if not speaks_of_self(query):
         return
-    for bead_id in await ctx.beads.written_by(caller, list(fused)):
+    own = {bead_id for bead_id in fused if screened.get(bead_id, {}).get("created_by") == caller}
+    unread = [bead_id for bead_id in fused if not screened.get(bead_id, {}).get("created_by")]
+    if unread:
+        own |= await ctx.beads.written_by(caller, unread)
+    for bead_id in sorted(own):
         entry = fused[bead_id]
         entry.relevance *= OWN_BOOST
         entry.notes.append(f"asked in the first person, and the asker wrote it: x{OWN_BOOST}")

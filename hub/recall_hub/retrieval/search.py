@@ -217,7 +217,7 @@ async def rank(
     if window is not None:
         await boost_window(ctx, caller, fused, window)
     if hybrid:
-        await boost_own(ctx, caller, query, fused)
+        await boost_own(ctx, caller, query, fused, seen)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))
     now = as_of if as_of is not None else now_ms()  # recency as it was then
     wanted = reranking_depth(ctx, limit)

@@ -250,8 +250,10 @@ class _View:
             return []
         column = {name: self.searcher.fast_field_values(name, addresses) for name in _COLUMNS}
         decoded = {name: [values[int(c or 0)] for c in column[f"{name}_code"]] for name, values in _CODED.items()}
+        rows = self.rows.screened
         return [
-            (bead_id, _screened_props(importance, created_at, provenance, status, bead_type, verified, rejected))
+            (bead_id, _screened_props(importance, created_at, provenance, status, bead_type, verified, rejected,
+                                      _author(rows.get(bead_id))))
             for bead_id, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
                 self.bead_ids(addresses), column["importance"], column["created_at"], decoded["provenance"],
                 decoded["status"], decoded["bead_type"], column["verified"], column["rejected"], strict=True,
@@ -260,13 +262,20 @@ class _View:
 
 
 def _screened_props(
-    importance: Any, created_at: Any, provenance: Any, status: Any, bead_type: Any, verified: Any, rejected: Any
+    importance: Any, created_at: Any, provenance: Any, status: Any, bead_type: Any, verified: Any, rejected: Any,
+    created_by: str | None,
 ) -> dict[str, Any]:
-    """What screening reads of a bead (:meth:`KeywordIndex.screen`), from its document's columns."""
+    """What screening reads of a bead (:meth:`KeywordIndex.screen`), from its document's columns and its row."""
     return {
         "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
         "bead_type": bead_type, "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
+        "created_by": created_by,
     }
+
+
+def _author(row: tuple[Any, ...] | None) -> str | None:
+    """The author a bead's row holds (None for a bead without a row, whose author is then read from the graph)."""
+    return None if row is None else row[-1]
 
 
 def _coded_value(props: Mapping[str, Any], name: str) -> Any:
@@ -514,6 +523,7 @@ class KeywordIndex:
         (rows or self._view.rows).screened[str(props["bead_id"])] = (
             sys.intern(scope), columns["importance"], columns["created_at"], coded["provenance"], coded["status"],
             coded["bead_type"], columns["verified"], columns["rejected"],
+            sys.intern(str(props["created_by"])) if props.get("created_by") else None,
         )
         return doc
 
@@ -601,7 +611,7 @@ class KeywordIndex:
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
     ) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """Of ``ids``: those in ``scopes`` passing ``filters``, each with what ranking reads of it
-        (importance, created_at, provenance, status, trust verdicts, bead type) as
+        (importance, created_at, provenance, status, trust verdicts, bead type, author) as
         :meth:`~recall_hub.store.beads.BeadStore.screen` gives it; and those the index does not hold at
         all (written a moment ago, not applied yet), which only the graph can screen. Without filters from the
         rows kept beside the documents (:meth:`_Rows.screen`), else by a query."""
