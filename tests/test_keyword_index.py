@@ -7,6 +7,7 @@ import asyncio
 import random
 import secrets
 import time
+from datetime import UTC, datetime
 
 import pytest
 from recall_hub.config import HubSettings
@@ -210,7 +211,7 @@ async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and
 ) -> None:
     """Searches weigh their candidates on what the keyword index holds of them; it must say exactly what
     the graph would: the same beads visible to each identity, the same filters passed, the same inputs to
-    priors (importance, age, provenance, status, trust marks, type)."""
+    priors (importance, age, provenance, status, trust marks, type) and the boosts (when it held, its author)."""
     ctx = hub_service.ctx
     rng = random.Random(11)
     ids = []
@@ -220,6 +221,7 @@ async def test_screening_on_the_index_agrees_with_the_graph_for_every_caller_and
             visibility, f"screened {i}", bead_type=rng.choice(["fact", "decision", "note", "topic"]),
             importance=rng.randint(0, 10), tags=rng.sample(["red", "blue", "green"], rng.randint(0, 2)),
             provenance=rng.choice(["observed", "authored", "recorded", "derived"]),
+            valid_from=rng.choice([None, datetime(2023, rng.randint(1, 12), 1, tzinfo=UTC)]),
         )
         ids.append(bead.bead_id)
         if visibility is not Visibility.PRIVATE and rng.random() < 0.4:

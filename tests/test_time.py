@@ -17,9 +17,12 @@ from conftest import ClientFactory, new_ai, until
 from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.retrieval.dates import find_window
+from recall_hub.retrieval.ranking import Fused
+from recall_hub.retrieval.timely import DATE_BOOST, boost_window
 from recall_hub.timeutil import to_ms
 from recall_schemas import (
     CreateBead,
+    DateWindow,
     GetBead,
     InvalidRequest,
     MemoryBead,
@@ -409,6 +412,36 @@ async def test_a_bead_of_the_window_is_found_behind_more_beads_of_other_times_th
     dated = await me.search_beads(f"when did I hike the ridge trail in June 2023 {word}", limit=5)
     assert dated.hits[0].bead.bead_id == in_june
     assert any(n.startswith("date: in 2023-06-01..2023-06-30") for n in dated.hits[0].explanation.notes)
+
+
+async def test_when_each_candidate_held_is_what_screening_read_and_the_graph_tells_the_rest(
+    connect: ClientFactory, hub: HubContext,
+) -> None:
+    me = await connect(new_ai())
+    word = _word()
+    in_may = (await me.create_bead(f"Moved the office {word}", valid_from=datetime(2023, 5, 10, tzinfo=UTC))).bead_id
+    undated = (await me.create_bead(f"Moved the office {word}")).bead_id
+    may = DateWindow(text="May 2023", start=_day(2023, 5, 1), end=_day(2023, 6, 1), boost=DATE_BOOST)
+    asks = DateWindow(text="When did", start=None, end=None, boost=DATE_BOOST)
+
+    def boosted(fused: dict[str, Fused]) -> list[str]:
+        return [bead_id for bead_id, entry in fused.items() if entry.relevance == DATE_BOOST]
+
+    for window in (may, asks):  # screened without dates: the graph tells
+        fused = {in_may: Fused(in_may, 1.0), undated: Fused(undated, 1.0)}
+        await boost_window(hub, me.ai_id, fused, window, {in_may: {}, undated: {}})
+        assert boosted(fused) == [in_may]
+    # What screening read is what counts (the graph is not asked): here it says the other one held in May.
+    screened = {in_may: {"valid_from": None, "created_at": 0},
+                undated: {"valid_from": to_ms(_day(2023, 5, 20)), "created_at": 0}}
+    for window in (may, asks):
+        fused = {in_may: Fused(in_may, 1.0), undated: Fused(undated, 1.0)}
+        await boost_window(hub, me.ai_id, fused, window, screened)
+        assert boosted(fused) == [undated]
+    fused = {undated: Fused(undated, 1.0)}  # no valid_from: when it was written
+    written_in_may = {undated: {"valid_from": None, "created_at": to_ms(_day(2023, 5, 2))}}
+    await boost_window(hub, me.ai_id, fused, may, written_in_may)
+    assert boosted(fused) == [undated]
 
 
 async def test_date_expressions_are_read_against_the_time_a_question_is_asked(connect: ClientFactory) -> None:

@@ -215,7 +215,7 @@ async def rank(
             await _match_tokens(ctx, scopes, fused, query_tokens)
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
     if window is not None:
-        await boost_window(ctx, caller, fused, window)
+        await boost_window(ctx, caller, fused, window, seen)
     if hybrid:
         await boost_own(ctx, caller, query, fused, seen)
     ordered = sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from recall_schemas import BeadFilters, DateWindow
 
@@ -49,19 +50,36 @@ def understood_window(query: str, reference_ms: int | None) -> DateWindow | None
     return DateWindow(text=window.text, start=window.start, end=window.end, boost=DATE_BOOST)
 
 
-async def boost_window(ctx: HubContext, caller: str, fused: Mapping[str, Fused], window: DateWindow) -> None:
-    """Raise the candidates in ``window`` by :data:`DATE_BOOST`, saying so in their explanation."""
+async def boost_window(
+    ctx: HubContext, caller: str, fused: Mapping[str, Fused], window: DateWindow,
+    screened: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Raise the candidates in ``window`` by :data:`DATE_BOOST`, saying so in their explanation. When each was
+    dated is what screening read (``screened``); the graph is asked only of candidates screened without it."""
+    unread = [bead_id for bead_id in fused if "valid_from" not in screened.get(bead_id, {})]
+    dated = DatedBeads(ctx.graph)
     if window.start is None or window.end is None:  # "when did …": the beads that know when
         note = f"date: has valid_from ('{window.text}')"
-        inside = await DatedBeads(ctx.graph).with_validity(caller, list(fused))
+        inside = {b for b in fused if screened.get(b, {}).get("valid_from") is not None}
+        if unread:
+            inside |= await dated.with_validity(caller, unread)
     else:
         last_day = window.end - timedelta(milliseconds=1)
         note = f"date: in {window.start:%Y-%m-%d}..{last_day:%Y-%m-%d} ('{window.text}')"
-        inside = await DatedBeads(ctx.graph).in_window(caller, list(fused), to_ms(window.start), to_ms(window.end))
-    for bead_id in inside:
+        start, end = to_ms(window.start), to_ms(window.end)
+        inside = {b for b in fused if b not in unread and start <= _dated_at(screened[b]) < end}
+        if unread:
+            inside |= await dated.in_window(caller, unread, start, end)
+    for bead_id in sorted(inside):
         entry = fused[bead_id]
         entry.relevance *= DATE_BOOST
         entry.notes.append(f"{note}: x{DATE_BOOST}")
+
+
+def _dated_at(props: Mapping[str, Any]) -> int:
+    """When a bead says it held (``valid_from``), else when it was written."""
+    valid_from = props.get("valid_from")
+    return int(props.get("created_at") or 0) if valid_from is None else int(valid_from)
 
 
 def past_reads(ctx: HubContext, as_of: int | None) -> AsOfReads | None:

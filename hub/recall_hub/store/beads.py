@@ -167,9 +167,10 @@ class BeadStore:
         return {row[0] for row in rows}
 
     async def screen(self, caller: str, ids: Sequence[str], filters: BeadFilters) -> dict[str, Props]:
-        """What ranking reads (importance, created_at, provenance, status, trust verdicts, bead type, author) of the
-        visible beads among ``ids`` that pass ``filters``, read compactly. Whether a bead is superseded is
-        left to :meth:`many`: the walk to newer beads is half the cost of screening, and few beads have one.
+        """What ranking reads (importance, created_at, provenance, status, trust verdicts, bead type, valid_from,
+        author) of the visible beads among ``ids`` that pass ``filters``, read compactly. Whether a bead is
+        superseded is left to :meth:`many`: the walk to newer beads is half the cost of screening, and few beads
+        have one.
         Searches screen on the keyword index (:meth:`~recall_hub.store.keyword_index.KeywordIndex.screen`)
         and come here only for beads it does not hold yet."""
         if not ids:
@@ -179,17 +180,18 @@ class BeadStore:
             MY_GROUPS + f"MATCH (b:Bead) WHERE b.bead_id IN $ids AND {visible('b')}{clause} "
             "WITH collect(b.bead_id + ' ' + toString(coalesce(b.importance, 5)) + ' ' "
             "+ toString(coalesce(b.created_at, 0)) + ' ' + coalesce(b.provenance, 'authored') + ' ' "
-            "+ coalesce(b.status, 'active') + ' ' + b.bead_type + ' ' + b.created_by + ' ' "
-            "+ string.join(coalesce(b.trust_verdicts, []), '|')) AS rows " + joined("rows"),
+            "+ coalesce(b.status, 'active') + ' ' + b.bead_type + ' ' + coalesce(toString(b.valid_from), '-') + ' ' "
+            "+ b.created_by + ' ' + string.join(coalesce(b.trust_verdicts, []), '|')) AS rows " + joined("rows"),
             {"caller": caller, "ids": list(ids), **params},
         )
         return {
             bead_id: {
                 "importance": int(importance), "created_at": int(created), "provenance": provenance, "status": status,
                 "trust_verdicts": [verdict for verdict in verdicts.split("|") if verdict], "bead_type": bead_type,
-                "created_by": author,
+                "valid_from": None if valid_from == "-" else int(valid_from), "created_by": author,
             }
-            for bead_id, importance, created, provenance, status, bead_type, author, verdicts in split_joined(rows)
+            for bead_id, importance, created, provenance, status, bead_type, valid_from, author, verdicts
+            in split_joined(rows)
         }
 
     async def session_edges(self, caller: str, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:

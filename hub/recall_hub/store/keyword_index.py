@@ -253,7 +253,7 @@ class _View:
         rows = self.rows.screened
         return [
             (bead_id, _screened_props(importance, created_at, provenance, status, bead_type, verified, rejected,
-                                      _author(rows.get(bead_id))))
+                                      *_dated_author(rows.get(bead_id))))
             for bead_id, importance, created_at, provenance, status, bead_type, verified, rejected in zip(
                 self.bead_ids(addresses), column["importance"], column["created_at"], decoded["provenance"],
                 decoded["status"], decoded["bead_type"], column["verified"], column["rejected"], strict=True,
@@ -263,19 +263,22 @@ class _View:
 
 def _screened_props(
     importance: Any, created_at: Any, provenance: Any, status: Any, bead_type: Any, verified: Any, rejected: Any,
-    created_by: str | None,
+    *dated_author: Any,
 ) -> dict[str, Any]:
-    """What screening reads of a bead (:meth:`KeywordIndex.screen`), from its document's columns and its row."""
-    return {
+    """What screening reads of a bead (:meth:`KeywordIndex.screen`), from its document's columns and its row:
+    with ``dated_author`` (its ``valid_from`` and author), those too."""
+    props = {
         "importance": importance, "created_at": created_at, "provenance": provenance, "status": status,
         "bead_type": bead_type, "trust_verdicts": ["verified"] * int(verified or 0) + ["rejected"] * int(rejected or 0),
-        "created_by": created_by,
     }
+    if dated_author:
+        props["valid_from"], props["created_by"] = dated_author
+    return props
 
 
-def _author(row: tuple[Any, ...] | None) -> str | None:
-    """The author a bead's row holds (None for a bead without a row, whose author is then read from the graph)."""
-    return None if row is None else row[-1]
+def _dated_author(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The ``valid_from`` and author a bead's row holds; nothing for a bead without a row (the graph tells)."""
+    return () if row is None else row[-2:]
 
 
 def _coded_value(props: Mapping[str, Any], name: str) -> Any:
@@ -523,6 +526,7 @@ class KeywordIndex:
         (rows or self._view.rows).screened[str(props["bead_id"])] = (
             sys.intern(scope), columns["importance"], columns["created_at"], coded["provenance"], coded["status"],
             coded["bead_type"], columns["verified"], columns["rejected"],
+            None if props.get("valid_from") is None else int(props["valid_from"]),
             sys.intern(str(props["created_by"])) if props.get("created_by") else None,
         )
         return doc
@@ -611,7 +615,7 @@ class KeywordIndex:
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
     ) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """Of ``ids``: those in ``scopes`` passing ``filters``, each with what ranking reads of it
-        (importance, created_at, provenance, status, trust verdicts, bead type, author) as
+        (importance, created_at, provenance, status, trust verdicts, bead type, valid_from, author) as
         :meth:`~recall_hub.store.beads.BeadStore.screen` gives it; and those the index does not hold at
         all (written a moment ago, not applied yet), which only the graph can screen. Without filters from the
         rows kept beside the documents (:meth:`_Rows.screen`), else by a query."""
