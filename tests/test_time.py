@@ -444,6 +444,29 @@ async def test_when_each_candidate_held_is_what_screening_read_and_the_graph_tel
     assert boosted(fused) == [undated]
 
 
+async def test_a_date_window_searches_the_vector_sets_of_the_scopes_holding_a_bead_of_then(
+    connect: ClientFactory, hub: HubContext,
+) -> None:
+    """The beads of a window are looked for in each list again, restricted to it; a vector set with no bead of then
+    is not searched (a filtered search of it would read far more of it than a plain one to find nothing)."""
+    ops, me = await connect(new_ai("o")), await connect(new_ai())
+    group = await ops.create_group("dated")
+    await ops.add_member(group.group_id, me.ai_id)
+    word = _word()
+    in_may = await me.create_bead(f"Moved the office {word}", valid_from=datetime(2023, 5, 10, tzinfo=UTC))
+    await me.create_bead(f"Moved the office {word}", "again", group_id=group.group_id, visibility="group",
+                         valid_from=datetime(2022, 1, 10, tzinfo=UTC))
+    await hub.keywords.catch_up()
+    scopes = [f"private:{me.ai_id}", f"group:{group.group_id}"]
+    may, june = to_ms(_day(2023, 5, 1)), to_ms(_day(2023, 6, 1))
+    assert hub.keywords.dated_scopes(scopes, may, june) == [f"private:{me.ai_id}"]
+    assert hub.keywords.dated_scopes(scopes, to_ms(_day(2022, 1, 1)), may) == [f"group:{group.group_id}"]
+    assert hub.keywords.dated_scopes(scopes, to_ms(_day(2030, 1, 1)), to_ms(_day(2030, 2, 1))) == []
+    found = await me.search_beads(f"where did we move the office in May 2023 {word}", limit=5)
+    assert found.hits[0].bead.bead_id == in_may.bead_id
+    assert any(n.startswith("date: in 2023-05-01..2023-05-31") for n in found.hits[0].explanation.notes)
+
+
 async def test_date_expressions_are_read_against_the_time_a_question_is_asked(connect: ClientFactory) -> None:
     """A question asked of memories from long ago ("last week", "yesterday" as of then) names its reference
     time; search and context both read the query's dates against it."""

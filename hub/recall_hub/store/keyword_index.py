@@ -642,6 +642,17 @@ class KeywordIndex:
         ]))
         return seen, [bead_id for bead_id in rest if bead_id not in held]
 
+    def dated_scopes(self, scopes: Sequence[str], start: int, end: int) -> list[str]:
+        """Of ``scopes``, those holding a bead whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``, as
+        the index holds them (a moment behind the graph at most)."""
+        if not scopes:
+            return []
+        searcher, dated = self._view.searcher, self._dated(start, end)
+        return [
+            scope for scope in scopes
+            if _count(searcher, _all_of([tantivy.Query.term_query(self.schema, "scope", scope), dated]))
+        ]
+
     def _dated(self, start: int, end: int) -> tantivy.Query:
         """Beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``."""
         schema, integer = self.schema, tantivy.FieldType.Integer
