@@ -11,6 +11,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from conftest import ClientFactory, new_ai, until
@@ -18,9 +19,11 @@ from recall_client import RecallClient
 from recall_hub.context import HubContext
 from recall_hub.retrieval.dates import find_window
 from recall_hub.retrieval.ranking import Fused
+from recall_hub.retrieval.search import _add_dated
 from recall_hub.retrieval.timely import DATE_BOOST, boost_window
 from recall_hub.timeutil import to_ms
 from recall_schemas import (
+    BeadFilters,
     CreateBead,
     DateWindow,
     GetBead,
@@ -444,24 +447,42 @@ async def test_when_each_candidate_held_is_what_screening_read_and_the_graph_tel
     assert boosted(fused) == [undated]
 
 
-async def test_a_date_window_searches_the_vector_sets_of_the_scopes_holding_a_bead_of_then(
-    connect: ClientFactory, hub: HubContext,
+async def test_a_date_window_searches_the_vector_sets_holding_some_beads_of_then_but_not_most(
+    connect: ClientFactory, hub: HubContext, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The beads of a window are looked for in each list again, restricted to it; a vector set with no bead of then
-    is not searched (a filtered search of it would read far more of it than a plain one to find nothing)."""
+    is not searched (a filtered search of it would read far more of it than a plain one to find nothing), nor
+    one most of whose beads are of then (the vector list holds their best already)."""
     ops, me = await connect(new_ai("o")), await connect(new_ai())
     group = await ops.create_group("dated")
     await ops.add_member(group.group_id, me.ai_id)
     word = _word()
     in_may = await me.create_bead(f"Moved the office {word}", valid_from=datetime(2023, 5, 10, tzinfo=UTC))
+    for year in (2020, 2021):
+        await me.create_bead(f"Painted the office {word}", valid_from=datetime(year, 1, 10, tzinfo=UTC))
     await me.create_bead(f"Moved the office {word}", "again", group_id=group.group_id, visibility="group",
                          valid_from=datetime(2022, 1, 10, tzinfo=UTC))
     await hub.keywords.catch_up()
-    scopes = [f"private:{me.ai_id}", f"group:{group.group_id}"]
-    may, june = to_ms(_day(2023, 5, 1)), to_ms(_day(2023, 6, 1))
-    assert hub.keywords.dated_scopes(scopes, may, june) == [f"private:{me.ai_id}"]
-    assert hub.keywords.dated_scopes(scopes, to_ms(_day(2022, 1, 1)), may) == [f"group:{group.group_id}"]
-    assert hub.keywords.dated_scopes(scopes, to_ms(_day(2030, 1, 1)), to_ms(_day(2030, 2, 1))) == []
+    scopes = mine, ours = [f"private:{me.ai_id}", f"group:{group.group_id}"]
+    may, june, in_2022 = to_ms(_day(2023, 5, 1)), to_ms(_day(2023, 6, 1)), to_ms(_day(2022, 1, 1))
+    assert hub.keywords.dated_counts(scopes, may, june) == {mine: (1, 3), ours: (0, 1)}
+    assert hub.keywords.dated_counts(scopes, in_2022, may) == {mine: (0, 3), ours: (1, 1)}
+
+    searched: list[list[str]] = []
+    plain_search = hub.vectors.search
+
+    async def search(scopes: list[str], *args: Any) -> list[Any]:
+        searched.append(list(scopes))
+        return await plain_search(scopes, *args)
+
+    monkeypatch.setattr(hub.vectors, "search", search)
+    vector = (await hub.embedder.embed_queries(["moved the office"]))[0]
+    for window, expected in (((may, june), [[mine]]), ((in_2022, may), [])):  # 2022: all of the group's beads
+        searched.clear()
+        lists: dict[str, list[tuple[str, float]]] = {"keyword": [], "vector": []}
+        await _add_dated(hub, scopes, f"moved the office {word}", vector, BeadFilters(), 50, window, lists, {})
+        assert searched == expected, window
+    monkeypatch.undo()
     found = await me.search_beads(f"where did we move the office in May 2023 {word}", limit=5)
     assert found.hits[0].bead.bead_id == in_may.bead_id
     assert any(n.startswith("date: in 2023-05-01..2023-05-31") for n in found.hits[0].explanation.notes)

@@ -92,6 +92,11 @@ deep, so its first hits are the ones ``search_beads`` gives): lists as deep as i
 VSIM asked for twice the vectors at twice the EF: 22.7 against 18.8 ms of the hub's and Redis's CPU a request,
 17.6 against 15.2 ms p50, 800-token budgets at 5k beads) for budgets that hold a few dozen beads at most."""
 HYDRATE_SPARE = 2
+WIDE_WINDOW = 0.5
+"""A date window holding more than this share of a scope's beads is not searched again in its vector set: the
+vector list holds the best of them already. The dev sets' windows never hold a quarter of a conversation (0.25,
+0.5 and 1.0 gave the same figures on all 880 questions); at 10k beads, a hybrid search ending in "today" (every
+bead) took 16.5 ms p50 against 26.1 with the filtered search (docs/benchmarks.md)."""
 """Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 TOKEN_MATCHED = 50
 """Hybrid search matches the query's words one by one against this many best candidates (the lists' depth);
@@ -258,11 +263,15 @@ async def _add_dated(
 ) -> None:
     """The best candidates dated inside the query's window join each list (in place), scored as the list scores
     them: a question about a day or a month is answered by a bead of then that both lists may rank below the
-    depth they are read to, behind beads of other times saying the same things. Only the vector sets of scopes the
-    keyword index holds a bead of then in are searched: a filtered VSIM of a set with few beads of then or none
-    reads far more of it (``FILTER-EF``) than a plain one. (The keyword list is read in all the caller's scopes:
-    its scores are those of the scopes it is read in.)"""
-    dated = ctx.keywords.dated_scopes(scopes, *within) if ctx.keywords.ready else scopes
+    depth they are read to, behind beads of other times saying the same things. The vector sets searched so are
+    those of scopes the keyword index holds beads of then in, but not most of theirs (:data:`WIDE_WINDOW`): a
+    filtered VSIM reads far more of a set than a plain one — most when it holds few beads of then or none — and a
+    window holding most of a scope is in the vector list already. (The keyword list is read in all the caller's
+    scopes: its scores are those of the scopes it is read in.)"""
+    dated = scopes
+    if ctx.keywords.ready:
+        counts = ctx.keywords.dated_counts(scopes, *within)
+        dated = [scope for scope in scopes if 0 < counts[scope][0] <= WIDE_WINDOW * counts[scope][1]]
     (keyword_hits, keyword_seen), vector_hits = await asyncio.gather(
         keyword_candidates(ctx, scopes, query, filters, depth, within=within),
         _nearest(ctx, dated, vector, filters, depth, within) if dated else _nothing(),

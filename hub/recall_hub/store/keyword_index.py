@@ -642,16 +642,15 @@ class KeywordIndex:
         ]))
         return seen, [bead_id for bead_id in rest if bead_id not in held]
 
-    def dated_scopes(self, scopes: Sequence[str], start: int, end: int) -> list[str]:
-        """Of ``scopes``, those holding a bead whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``, as
-        the index holds them (a moment behind the graph at most)."""
-        if not scopes:
-            return []
+    def dated_counts(self, scopes: Sequence[str], start: int, end: int) -> dict[str, tuple[int, int]]:
+        """Of each of ``scopes``: how many beads the index holds whose ``valid_from`` (else ``created_at``) lies in
+        ``[start, end)``, and how many it holds in all (a moment behind the graph at most)."""
         searcher, dated = self._view.searcher, self._dated(start, end)
-        return [
-            scope for scope in scopes
-            if _count(searcher, _all_of([tantivy.Query.term_query(self.schema, "scope", scope), dated]))
-        ]
+        return {
+            scope: (_count(searcher, _all_of([tantivy.Query.term_query(self.schema, "scope", scope), dated])),
+                    searcher.doc_freq("scope", scope))
+            for scope in scopes
+        }
 
     def _dated(self, start: int, end: int) -> tantivy.Query:
         """Beads whose ``valid_from`` (else ``created_at``) lies in ``[start, end)``."""
