@@ -92,13 +92,13 @@ deep, so its first hits are the ones ``search_beads`` gives): lists as deep as i
 VSIM asked for twice the vectors at twice the EF: 22.7 against 18.8 ms of the hub's and Redis's CPU a request,
 17.6 against 15.2 ms p50, 800-token budgets at 5k beads) for budgets that hold a few dozen beads at most."""
 HYDRATE_SPARE = 2
+"""Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 WIDE_WINDOW = 0.5
 """A list is not read again restricted to a date window holding more than this share of the beads it reads (a
 scope's, for its vector set; all the caller's, for the keyword list): it holds the best of them already. On the
 dev sets (docs/retrieval.md) 10 of the 122 questions naming such a window hold more than half; skipping them
 changed one LongMemEval question's turn recall (+0.004), 0.25 the same. At 10k beads a hybrid search ending in
 "today" (every bead) took 16.5 ms p50 against 26.1 with the vector sets searched again (docs/benchmarks.md)."""
-"""Beads read beyond ``limit`` at the end, in case one changed between screening and reading."""
 TOKEN_MATCHED = 50
 """Hybrid search matches the query's words one by one against this many best candidates (the lists' depth);
 against every candidate (admitted neighbours too) LoCoMo gained the same and LongMemEval a little less, at
