@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from recall_hub.context import HubContext
-from recall_hub.retrieval.ranking import Fused
+from recall_hub.retrieval.ranking import Fused, split_by_screening
 
 OWN_BOOST = 2.0
 """Chosen by cross-validation on both dev sets (``scripts/tune_ranking.py``, variants ``own.*``; docs/retrieval.md):
@@ -35,8 +35,8 @@ async def boost_own(
     what screening read (``screened``); the graph is asked only of candidates screened without one."""
     if not speaks_of_self(query):
         return
-    own = {bead_id for bead_id in fused if screened.get(bead_id, {}).get("created_by") == caller}
-    unread = [bead_id for bead_id in fused if not screened.get(bead_id, {}).get("created_by")]
+    known, unread = split_by_screening(fused, screened, "created_by")
+    own = {bead_id for bead_id, props in known.items() if props["created_by"] == caller}
     if unread:
         own |= await ctx.beads.written_by(caller, unread)
     for bead_id in sorted(own):

@@ -141,6 +141,22 @@ def token_rarity(best: np.ndarray, common: float) -> np.ndarray:
     return weights
 
 
+def split_by_screening(
+    ids: Iterable[str], screened: Mapping[str, Mapping[str, Any]], field: str
+) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    """Of ``ids``, what screening read of those it read ``field`` of, and the others (whose ``field`` only the
+    graph can tell: screened by a path that does not read it)."""
+    known: dict[str, Mapping[str, Any]] = {}
+    unread: list[str] = []
+    for bead_id in ids:
+        props = screened.get(bead_id)
+        if props is not None and field in props:
+            known[bead_id] = props
+        else:
+            unread.append(bead_id)
+    return known, unread
+
+
 def add_context(
     fused: Mapping[str, Fused], neighbours: Mapping[str, Iterable[str]], weight: float = CONTEXT_WEIGHT
 ) -> None:

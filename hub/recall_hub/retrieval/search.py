@@ -276,8 +276,9 @@ async def _add_dated(
         read_again = [scope for scope in scopes if _worth_reading_again(*counts[scope])]
         keyword_again = _worth_reading_again(sum(n for n, _ in counts.values()), sum(t for _, t in counts.values()))
     (keyword_hits, keyword_seen), vector_hits = await asyncio.gather(
-        keyword_candidates(ctx, scopes, query, filters, depth, within=within) if keyword_again else _no_keywords(),
-        _nearest(ctx, read_again, vector, filters, depth, within) if read_again else _nothing(),
+        keyword_candidates(ctx, scopes, query, filters, depth, within=within) if keyword_again
+        else asyncio.sleep(0, ([], {})),
+        _nearest(ctx, read_again, vector, filters, depth, within) if read_again else asyncio.sleep(0, []),
     )
     seen.update(keyword_seen)
     lists["keyword"] = _merged(lists["keyword"], keyword_hits)
@@ -287,14 +288,6 @@ async def _add_dated(
 def _worth_reading_again(of_then: int, held: int) -> bool:
     """Whether a list is read again restricted to a date window that ``of_then`` of the ``held`` beads are in."""
     return 0 < of_then <= WIDE_WINDOW * held
-
-
-async def _no_keywords() -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
-    return [], {}
-
-
-async def _nothing() -> list[tuple[str, float]]:
-    return []
 
 
 def _merged(ranked: list[tuple[str, float]], more: list[tuple[str, float]]) -> list[tuple[str, float]]:

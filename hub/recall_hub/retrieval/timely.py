@@ -23,7 +23,7 @@ from recall_schemas import BeadFilters, DateWindow
 
 from recall_hub.context import HubContext
 from recall_hub.retrieval.dates import find_window
-from recall_hub.retrieval.ranking import Fused
+from recall_hub.retrieval.ranking import Fused, split_by_screening
 from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.validity import DatedBeads
 from recall_hub.timeutil import from_ms, to_ms
@@ -56,18 +56,18 @@ async def boost_window(
 ) -> None:
     """Raise the candidates in ``window`` by :data:`DATE_BOOST`, saying so in their explanation. When each was
     dated is what screening read (``screened``); the graph is asked only of candidates screened without it."""
-    unread = [bead_id for bead_id in fused if "valid_from" not in screened.get(bead_id, {})]
+    known, unread = split_by_screening(fused, screened, "valid_from")
     dated = DatedBeads(ctx.graph)
     if window.start is None or window.end is None:  # "when did …": the beads that know when
         note = f"date: has valid_from ('{window.text}')"
-        inside = {b for b in fused if screened.get(b, {}).get("valid_from") is not None}
+        inside = {bead_id for bead_id, props in known.items() if props["valid_from"] is not None}
         if unread:
             inside |= await dated.with_validity(caller, unread)
     else:
         last_day = window.end - timedelta(milliseconds=1)
         note = f"date: in {window.start:%Y-%m-%d}..{last_day:%Y-%m-%d} ('{window.text}')"
         start, end = to_ms(window.start), to_ms(window.end)
-        inside = {b for b in fused if b not in unread and start <= _dated_at(screened[b]) < end}
+        inside = {bead_id for bead_id, props in known.items() if start <= _dated_at(props) < end}
         if unread:
             inside |= await dated.in_window(caller, unread, start, end)
     for bead_id in sorted(inside):
