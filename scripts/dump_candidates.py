@@ -57,8 +57,8 @@ def patch() -> None:
     search.add_context = add_context  # type: ignore[assignment]
     original_own = search.boost_own
 
-    async def boost_own(ctx: Any, caller: str, query: str, fused: Any) -> None:
-        await original_own(ctx, caller, query, fused)
+    async def boost_own(ctx: Any, caller: str, query: str, fused: Any, screened: Any) -> None:
+        await original_own(ctx, caller, query, fused, screened)
         idfs, words = _state.pop("idfs", {}), _state.pop("words", None)
         cands = {}
         for b, e in fused.items():
