@@ -19,6 +19,7 @@ from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
 from recall_hub.service.server import running_hub
+from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.timeutil import new_moments
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import CreateBead, SearchBeads, SearchMode, new_id
@@ -202,18 +203,36 @@ async def _session_links(hub: HubContext, session: str) -> list[tuple[str, str]]
     return sorted((str(later), str(earlier)) for later, earlier in rows)
 
 
+async def _create_linked(hub: HubContext, me: str, props: dict, in_create: bool) -> dict:
+    """A bead stored as a create stores it: committed and linked into its session's chain — by the create's own
+    query, or by the link that follows it (a create's work after a crash, a bulk create) — and logged for the
+    keyword indexes with the beads the link re-linked."""
+    follows = AUTO_LINK_NOTE if in_create else None
+    outcome = await hub.beads.create(me, props, idem=f"{me}:{props['bead_id']}", follows=follows)
+    assert outcome is not None and outcome.created
+    if in_create:
+        assert outcome.relinked is not None
+        await hub.index_log.append_many(outcome.relinked)
+    else:
+        await follow_session(hub, outcome.props)  # logs the re-linked beads itself
+    await hub.index_log.append(outcome.props["bead_id"])
+    return outcome.props
+
+
+LINKED = pytest.mark.parametrize("in_create", [True, False], ids=["linked-by-the-create", "linked-after"])
+
+
+@LINKED
 @pytest.mark.parametrize("order", list(itertools.permutations(range(4))))
-async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_commit_in(hub, order):
+async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_commit_in(hub, order, in_create):
     """Creates of one author into one session from two connections or two hubs may commit out of the order they
     were stamped in; each bead still follows the one stamped before it."""
     me, session = new_ai(), new_id("s")
     words = [f"w{i}x{session[2:]}" for i in range(4)]
     beads = [new_bead_props(me, CreateBead(title=f"step {word}", session_id=session), new_moments())[0]
              for word in words]
-    for i in order:  # each as a create does it: commit, link, log for the keyword indexes
-        stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
-        await follow_session(hub, stored)
-        await hub.index_log.append(stored["bead_id"])
+    for i in order:
+        await _create_linked(hub, me, beads[i], in_create)
     rows = await _session_links(hub, session)
     ids = [b["bead_id"] for b in beads]
     assert rows == sorted(zip(ids[1:], ids, strict=False))
@@ -225,15 +244,15 @@ async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_co
         assert (ids[i], ids[i - 1]) in hub.keywords.session_edges([ids[i]], [ids[i]])
 
 
+@LINKED
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
-async def test_beads_stamped_in_the_same_millisecond_chain_in_the_order_of_their_ids(hub, order):
+async def test_beads_stamped_in_the_same_millisecond_chain_in_the_order_of_their_ids(hub, order, in_create):
     """Two hubs (or a hub's clock) can stamp beads of one session with the same time; the chain then takes them
     in the order of their ids, whatever order they commit in."""
     me, session, moment = new_ai(), new_id("s"), new_moments()
     beads = [new_bead_props(me, CreateBead(title=f"tied {i}", session_id=session), moment)[0] for i in range(3)]
     for i in order:
-        stored, _ = await hub.beads.create(me, beads[i], idem=f"{me}:{beads[i]['bead_id']}")
-        await follow_session(hub, stored)
+        await _create_linked(hub, me, beads[i], in_create)
     rows = await _session_links(hub, session)
     ids = sorted(b["bead_id"] for b in beads)
     assert {b["created_at"] for b in beads} == {moment}

@@ -298,14 +298,14 @@ async def test_a_write_compares_with_forgotten_vectors_before_it_stores(
     await ops.forget_bead(bead.bead_id, "leaked")  # the tombstone keeps the bead's vector
     assert await hub.beads.create(member.ai_id, props, idem=idem, similar_checked=False) is None
     stored = await hub.beads.create(member.ai_id, props, idem=idem)
-    assert stored is not None and stored[1]
-    await settle_created(hub, [stored[0]["bead_id"]])
+    assert stored is not None and stored.created
+    await settle_created(hub, [stored.props["bead_id"]])
     elsewhere = (await member.create_group("elsewhere")).group_id
     other = CreateBead(title=f"lunch {word}", content="soup on friday", visibility="group", group_id=elsewhere)
     other_props, other_idem = new_bead_props(member.ai_id, other, now_ms())
     written = await hub.beads.create(member.ai_id, other_props, idem=other_idem, similar_checked=False)
-    assert written is not None and written[1]  # no deny-list there: stored at once
-    await settle_created(hub, [written[0]["bead_id"]])
+    assert written is not None and written.created  # no deny-list there: stored at once
+    await settle_created(hub, [written.props["bead_id"]])
     # Through the operation: a scope whose write stored nothing at first is checked first for a while.
     hub.check_first = CheckFirst()
     await member.create_bead(f"tea {word}", "green, no sugar", visibility="group", group_id=elsewhere)

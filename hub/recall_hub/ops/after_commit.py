@@ -46,10 +46,12 @@ BULK_CONCURRENCY = 8
 @dataclass(frozen=True)
 class Created:
     """What the request that created a bead hands its work: the bead as the create committed it (what the
-    change feed's ``created`` entry shows, :func:`_changes`), and whether the request already linked it to
-    its session and logged it for the keyword indexes (a handed-off create does both before its reply)."""
+    change feed's ``created`` entry shows, :func:`_changes`), whether the request already linked it to its
+    session (the create's own query does) and whether it logged it for the keyword indexes (a handed-off
+    create does before its reply)."""
 
     props: Props
+    linked: bool = False
     logged: bool = False
 
 
@@ -177,7 +179,7 @@ async def follow_session(ctx: HubContext, props: dict[str, Any]) -> None:
 async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = None) -> None:
     props = await ctx.beads.system_get(entry.bead_id)
     logged = created is not None and created.logged
-    if entry.kind == "created" and props is not None and not logged:
+    if entry.kind == "created" and props is not None and not (created is not None and created.linked):
         await follow_session(ctx, props)
     # Every hub's keyword index re-reads the bead — after its session link, whose words it holds too, and
     # before its vector, so a failing embedder delays nothing but the vector.

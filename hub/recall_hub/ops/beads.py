@@ -44,6 +44,7 @@ from recall_hub.store.as_of import AsOfReads
 from recall_hub.store.beads import BeadEdit
 from recall_hub.store.records import bead_from_props, content_hash
 from recall_hub.store.replica import request_scope
+from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import new_moments, now_ms
 
@@ -98,7 +99,9 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
     return bead_from_props(visible)
 
 
-async def _settle_in_background(ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None]) -> None:
+async def _settle_in_background(
+    ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None], linked: bool
+) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
     the creates marked before it, as an inline create follows theirs: their vectors are what its auto-links
@@ -110,7 +113,7 @@ async def _settle_in_background(ctx: HubContext, stored: dict[str, Any], marked:
             at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
             # Marked: the request linked the bead and logged it (the same gather); its work need not again.
             await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1,
-                                 created=Created(stored, logged=at is not None))
+                                 created=Created(stored, linked=linked or at is not None, logged=at is not None))
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -134,32 +137,38 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
         # made, for its refusal or before writing again — forgetting is rare, so a create is one query. Where a
         # write lately stored nothing at first, the check comes first for a while (ctx.check_first).
         scope = scope_of(props)
+        follows = AUTO_LINK_NOTE if ctx.settings.auto_follows else None
         outcome = None
         if scope not in ctx.check_first:
-            outcome = await ctx.beads.create(caller, props, idem=idem, similar_checked=False)
+            outcome = await ctx.beads.create(caller, props, idem=idem, similar_checked=False, follows=follows)
             if outcome is None:
                 ctx.check_first.add(scope)
         if outcome is None:
             await check_not_forgotten(ctx, caller, props, idem)
-            outcome = await ctx.beads.create(caller, props, idem=idem)
+            outcome = await ctx.beads.create(caller, props, idem=idem, follows=follows)
         if outcome is None:
             await check_not_forgotten(ctx, caller, props)  # a forget that landed between the check and the write
             raise NotFound(f"group {req.group_id} not found")
-        stored, created = outcome
+        stored, created = outcome.props, outcome.created
         bead_id = stored["bead_id"]
+        if outcome.relinked:  # the words those follow changed (a create of the session stamped before them)
+            await ctx.index_log.append_many(outcome.relinked)
+        linked = outcome.relinked is not None
         marked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, stored, marked), name=f"recall-settle-{bead_id}", key=bead_id
+            lambda: _settle_in_background(ctx, stored, marked, linked), name=f"recall-settle-{bead_id}", key=bead_id
         )
         if not handed_off:
-            await settle_quietly(ctx, bead_id, created=Created(stored) if created else None)
+            await settle_quietly(ctx, bead_id, created=Created(stored, linked=linked) if created else None)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
-            # and by the words of the bead it follows, linked first, as the handed-off work would have.
-            # The mark makes every read that starts after the reply, at any hub, wait for the rest of the work.
+            # and by the words of the bead it follows (linked by the create, or first here), as the handed-off work
+            # would have. The mark makes every read that starts after the reply, at any hub, wait for the rest of
+            # the work.
             at = None
             try:
-                await follow_session(ctx, stored)
+                if not linked:
+                    await follow_session(ctx, stored)
                 _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id, scope))
             finally:
                 marked.set_result(at)
