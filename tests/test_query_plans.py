@@ -70,3 +70,42 @@ async def test_the_hot_path_reads_beads_through_indexes(
         if WALKS_EVERY_BEAD.search(plan):
             scans[cypher[:200]] = plan
     assert not scans, scans
+
+
+PREDECESSOR_READS = re.compile(r"Node By Index Scan \| \((?:p|n):Bead\) \| Records produced: (\d+)")
+
+
+async def test_a_create_finds_its_sessions_previous_bead_among_the_sessions_beads_only(
+    connect: Any, hub: HubContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create links its bead to the author's previous one of the session in its own query; the lookup must go
+    through the session's index. Through the author's or the creation time's (what FalkorDB chose for an earlier
+    form of the query) it reads every bead of the author, or every earlier one, and grows with the memory."""
+    author = await connect()
+    session = new_id("s")
+    await author.create_beads([{"title": f"elsewhere {i}", "session_id": new_id("s")} for i in range(30)])
+    await author.create_beads([{"title": f"before {i}", "session_id": session} for i in range(3)])
+    sent: list[tuple[str, dict[str, Any]]] = []
+    original = hub.graph.values
+
+    async def record(cypher: str, params: dict[str, Any] | None = None, **options: Any) -> Any:
+        if "MERGE (b:Bead {idem: $idem})" in cypher:
+            sent.append((cypher, dict(params or {})))
+        return await original(cypher, params, **options)
+
+    monkeypatch.setattr(hub.graph, "values", record)
+    await author.create_bead("the next step", session_id=session)
+    monkeypatch.undo()
+    assert sent, "the create reached the graph"
+    cypher, params = sent[0]
+    assert "FOLLOWS_FROM" in cypher, "the create links its bead itself"
+    # The same write again, as a new bead: FalkorDB's profile counts what each step read.
+    bead_id = new_id("b")
+    params |= {"props": {**params["props"], "bead_id": bead_id, "created_at": params["props"]["created_at"] + 1},
+               "idem": f"{author.ai_id}:{bead_id}"}
+    query = hub.graph.graph._build_params_header(params) + cypher
+    steps = await hub.graph.graph.execute_command("GRAPH.PROFILE", hub.graph.graph_name, query)
+    profile = "\n".join(step.decode() if isinstance(step, bytes) else str(step) for step in steps)
+    read = [int(n) for n in PREDECESSOR_READS.findall(profile)]
+    assert read, profile
+    assert max(read) <= 4 + 1, profile  # the session's beads (and the new one), not the author's 34

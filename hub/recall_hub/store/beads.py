@@ -328,20 +328,18 @@ class BeadStore:
         )
         linking = follows is not None and session_id is not None
         if linking:
-            cypher += "WITH b, fresh " + _LINK_TO_PREDECESSOR + "RETURN b, fresh, first, moved"
+            cypher += "WITH b, fresh " + _LINK_TO_PREDECESSOR + "RETURN properties(b), fresh, first, moved"
         else:
-            cypher += "RETURN b, fresh"
-        rows = await self.graph.query(
-            cypher,
-            {
-                "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
-                "idem": idem, "props": props, "deny_scope": scope_of(props), "unchecked": not similar_checked,
-                "meta": follows, **record_params(),
-            },
-        )
+            cypher += "RETURN properties(b), fresh"
+        params = {
+            "caller": caller, "group_id": group_id, "session_id": session_id, "now": props["created_at"],
+            "idem": idem, "props": props, "deny_scope": scope_of(props), "unchecked": not similar_checked,
+            "meta": follows, **record_params(),
+        }
+        rows = await self.graph.values(cypher, params, read_only=False)  # a map is read faster than a node
         if not rows:
             return None
-        stored, fresh = dict(rows[0][0].properties), bool(rows[0][1])
+        stored, fresh = dict(rows[0][0]), bool(rows[0][1])
         if not linking or not fresh:
             return Stored(stored, fresh)
         assert follows is not None and session_id is not None
@@ -351,7 +349,7 @@ class BeadStore:
         """:meth:`create` for many beads in one query: ``items`` are ``(props, idempotency key)``. Returns,
         by position in ``items``, ``(bead, created)`` for each bead stored or replayed; a position is
         missing when the caller is not in that bead's group (nothing of it was written)."""
-        rows = await self.graph.query(
+        rows = await self.graph.values(
             "MERGE (me:AI {ai_id: $caller}) "
             "WITH me OPTIONAL MATCH (me)-[:MEMBER_OF]->(g:Group) WITH collect(g.group_id) AS my_groups "
             "UNWIND $items AS item "
@@ -366,7 +364,7 @@ class BeadStore:
             "MERGE (b:Bead {idem: item.idem}) ON CREATE SET b += item.props "
             "WITH item, b, b.bead_id = item.props.bead_id AS fresh "
             "FOREACH (_ IN CASE WHEN fresh THEN [1] ELSE [] END | " + record("created", after="b", before=None) + ") "
-            "RETURN item.i, b, fresh",
+            "RETURN item.i, properties(b), fresh",
             {
                 "caller": caller,
                 "items": [
@@ -375,8 +373,9 @@ class BeadStore:
                 ],
                 **record_params(),
             },
+            read_only=False,
         )
-        return {int(i): (dict(node.properties), bool(fresh)) for i, node, fresh in rows}
+        return {int(i): (dict(props), bool(fresh)) for i, props, fresh in rows}
 
     async def update(
         self, caller: str, bead_id: str, changes: Props, *, if_version: int | None, text_changed: bool
