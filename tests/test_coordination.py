@@ -13,6 +13,7 @@ import pytest
 from recall_client import Forbidden, NotFound, RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
+from recall_hub.ops import beads as bead_ops
 from recall_hub.ops.after_commit import follow_session
 from recall_hub.ops.beads import new_bead_props
 from recall_hub.retrieval.freshness import handed_off_work_done
@@ -242,6 +243,27 @@ async def test_a_sessions_chain_follows_the_stamps_whatever_order_its_creates_co
         found = await search_beads(hub, me, SearchBeads(query=words[i - 1], mode=SearchMode.KEYWORD))
         assert sorted(h.bead.bead_id for h in found.hits) == sorted(ids[i - 1 : i + 1])
         assert (ids[i], ids[i - 1]) in hub.keywords.session_edges([ids[i]], [ids[i]])
+
+
+@pytest.mark.parametrize("settle", ["background", "inline"])
+async def test_a_create_committed_after_a_later_stamped_one_takes_its_place_in_the_chain_and_the_index(
+    hub: HubContext, monkeypatch: pytest.MonkeyPatch, settle: str
+) -> None:
+    """Through the create operation: two creates of one author into one session, the one stamped later committing
+    first (two connections, two hubs). The second links itself before the first in its own query, and the keyword
+    indexes learn before its reply that the first follows it now (its document holds the words it follows)."""
+    monkeypatch.setattr(hub.settings, "create_settle", settle)
+    me, session, moment = new_ai(), new_id("s"), new_moments()
+    stamps = iter([moment + 10, moment])
+    monkeypatch.setattr(bead_ops, "new_moments", lambda *_: next(stamps))
+    later_word, earlier_word = f"later{session[2:]}", f"earlier{session[2:]}"
+    later = await bead_ops.create_bead(hub, me, CreateBead(title=f"step {later_word}", session_id=session))
+    await hub.keywords.catch_up(hub.index_log.last_appended)  # indexed while it follows nothing
+    earlier = await bead_ops.create_bead(hub, me, CreateBead(title=f"step {earlier_word}", session_id=session))
+    assert await _session_links(hub, session) == [(later.bead_id, earlier.bead_id)]
+    await hub.keywords.catch_up(hub.index_log.last_appended)
+    found = await search_beads(hub, me, SearchBeads(query=earlier_word, mode=SearchMode.KEYWORD))
+    assert sorted(h.bead.bead_id for h in found.hits) == sorted([earlier.bead_id, later.bead_id])
 
 
 @LINKED

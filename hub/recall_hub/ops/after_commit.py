@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,11 +48,12 @@ class Created:
     """What the request that created a bead hands its work: the bead as the create committed it (what the
     change feed's ``created`` entry shows, :func:`_changes`), whether the request already linked it to its
     session (the create's own query does) and whether it logged it for the keyword indexes (a handed-off
-    create does before its reply)."""
+    create does before its reply), with the beads its link re-linked (``relinked``: they follow it now)."""
 
     props: Props
     linked: bool = False
     logged: bool = False
+    relinked: list[str] = field(default_factory=list)
 
 
 async def settle(ctx: HubContext, bead_id: str, wait_s: float = 30.0, created: Created | None = None) -> bool:
@@ -184,6 +185,8 @@ async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = N
     # Every hub's keyword index re-reads the bead — after its session link, whose words it holds too, and
     # before its vector, so a failing embedder delays nothing but the vector.
     if not logged:
+        if created is not None and created.relinked:
+            await ctx.index_log.append_many(created.relinked)
         await ctx.index_log.append(entry.bead_id)
     reembed = entry.kind == "created" or entry.text_changed
     if entry.kind == "created" and props is not None:

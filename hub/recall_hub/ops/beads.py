@@ -100,7 +100,7 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
 
 
 async def _settle_in_background(
-    ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None], linked: bool
+    ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None], linked: bool, relinked: list[str]
 ) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
@@ -113,7 +113,7 @@ async def _settle_in_background(
             at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
             # Marked: the request linked the bead and logged it (the same gather); its work need not again.
             await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1,
-                                 created=Created(stored, linked=linked or at is not None, logged=at is not None))
+                                 created=Created(stored, linked or at is not None, at is not None, relinked))
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -151,15 +151,15 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             raise NotFound(f"group {req.group_id} not found")
         stored, created = outcome.props, outcome.created
         bead_id = stored["bead_id"]
-        if outcome.relinked:  # the words those follow changed (a create of the session stamped before them)
-            await ctx.index_log.append_many(outcome.relinked)
-        linked = outcome.relinked is not None
+        linked = outcome.relinked is not None  # into its session's chain, by the create's own query
+        relinked = outcome.relinked or []  # beads that follow it now: the words they follow changed
         marked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, stored, marked, linked), name=f"recall-settle-{bead_id}", key=bead_id
+            lambda: _settle_in_background(ctx, stored, marked, linked, relinked), name=f"recall-settle-{bead_id}",
+            key=bead_id,
         )
         if not handed_off:
-            await settle_quietly(ctx, bead_id, created=Created(stored, linked=linked) if created else None)
+            await settle_quietly(ctx, bead_id, created=Created(stored, linked, relinked=relinked) if created else None)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
             # and by the words of the bead it follows (linked by the create, or first here), as the handed-off work
@@ -169,6 +169,8 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             try:
                 if not linked:
                     await follow_session(ctx, stored)
+                elif relinked:
+                    await ctx.index_log.append_many(relinked)
                 _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id, scope))
             finally:
                 marked.set_result(at)

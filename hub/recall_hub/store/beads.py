@@ -103,7 +103,7 @@ _LINK_TO_PREDECESSOR = (
     "OPTIONAL MATCH (n)-[old:FOLLOWS_FROM]->(p) WHERE old.metadata = $meta "
     "WITH b, fresh, p, collect(CASE WHEN old IS NULL THEN NULL ELSE [n, old] END) AS follow_p "
     f"FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | {follows_link('b', 'x')}) "
-    f"FOREACH (pair IN follow_p | DELETE pair[1]) "
+    "FOREACH (pair IN follow_p | DELETE pair[1]) "
     "WITH b, fresh, p, [pair IN follow_p | pair[0]] AS later "
     f"FOREACH (x IN later | {follows_link('x', 'b')}) "
     "WITH b, fresh, p IS NULL AND fresh AS first, [x IN later | x.bead_id] AS moved "
