@@ -36,7 +36,7 @@ from recall_schemas import (
 from recall_schemas.models import RESERVED_METADATA_PREFIX
 
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import Created, follow_session, settle_created, settle_quietly
+from recall_hub.ops.after_commit import Created, settle_created, settle_quietly
 from recall_hub.ops.deny_list import check_not_forgotten, check_update_not_forgotten, refuse_forgotten
 from recall_hub.ops.time_fields import as_of_ms, validity_changes, validity_props
 from recall_hub.retrieval.embedding import embed_early
@@ -100,7 +100,7 @@ async def _as_created(ctx: HubContext, caller: str, stored: dict[str, Any], crea
 
 
 async def _settle_in_background(
-    ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None], linked: bool, relinked: list[str]
+    ctx: HubContext, stored: dict[str, Any], marked: asyncio.Future[int | None], relinked: list[str]
 ) -> None:
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
@@ -111,9 +111,9 @@ async def _settle_in_background(
     try:
         async with request_scope(stale_reads=False):
             at = await marked  # None: not marked (Redis failed), no earlier marks to tell either
-            # Marked: the request linked the bead and logged it (the same gather); its work need not again.
+            # Marked: the request logged the bead (the same gather); its work need not again.
             await settle_quietly(ctx, bead_id, until=0 if at is None else at - 1,
-                                 created=Created(stored, linked or at is not None, at is not None, relinked))
+                                 created=Created(stored, linked=True, logged=at is not None, relinked=relinked))
     finally:
         ctx.early_vectors.drop(bead_id)
         with contextlib.suppress(Exception):
@@ -151,25 +151,23 @@ async def create_bead(ctx: HubContext, caller: str, req: CreateBead) -> MemoryBe
             raise NotFound(f"group {req.group_id} not found")
         stored, created = outcome.props, outcome.created
         bead_id = stored["bead_id"]
-        linked = outcome.relinked is not None  # into its session's chain, by the create's own query
-        relinked = outcome.relinked or []  # beads that follow it now: the words they follow changed
+        # Linked into its session's chain by the create's own query (where auto-links apply); the beads it re-linked
+        # follow it now: the words they follow changed.
+        relinked = outcome.relinked or []
         marked: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         handed_off = created and ctx.settings.create_settle == "background" and ctx.background.try_hand_off(
-            lambda: _settle_in_background(ctx, stored, marked, linked, relinked), name=f"recall-settle-{bead_id}",
-            key=bead_id,
+            lambda: _settle_in_background(ctx, stored, marked, relinked), name=f"recall-settle-{bead_id}", key=bead_id
         )
         if not handed_off:
-            await settle_quietly(ctx, bead_id, created=Created(stored, linked, relinked=relinked) if created else None)
+            as_created = Created(stored, linked=True, relinked=relinked) if created else None
+            await settle_quietly(ctx, bead_id, created=as_created)
         else:
             # The keyword index follows the log: logged now, a search right after finds the bead by its words —
-            # and by the words of the bead it follows (linked by the create, or first here), as the handed-off work
-            # would have. The mark makes every read that starts after the reply, at any hub, wait for the rest of
-            # the work.
+            # and by the words of the bead it follows, as the handed-off work would have. The mark makes every read
+            # that starts after the reply, at any hub, wait for the rest of the work.
             at = None
             try:
-                if not linked:
-                    await follow_session(ctx, stored)
-                elif relinked:
+                if relinked:
                     await ctx.index_log.append_many(relinked)
                 _, at = await asyncio.gather(ctx.index_log.append(bead_id), ctx.outbox.mark_handed_off(bead_id, scope))
             finally:
