@@ -1,15 +1,17 @@
-"""What the retrieval evals share: where they send requests, connecting a set of clients, fresh ids, and
-bootstrap intervals."""
+"""What the retrieval evals share: reading their data, where they send requests, connecting a set of clients,
+fresh ids, and bootstrap intervals."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import secrets
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from recall_client import RecallClient
 
@@ -26,6 +28,38 @@ def turn_title(title: str, whole: str | None = None) -> tuple[str, str]:
     if len(title) <= TITLE_MAX:
         return title, ""
     return title[: TITLE_MAX - 1] + "…", whole if whole is not None else title
+
+
+class DatasetError(ValueError):
+    """An eval's data cannot be read as the dataset it should be (missing, not JSON, not its shape)."""
+
+
+def json_records(data: Path, what: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, record)`` of every record in ``data``: a JSON file, or a folder of them (``*.json``, by name, shorter
+    names first: ``2.json`` before ``10.json``); a file holds one record (an object) or several (a list, as a
+    dataset's release often ships them, each named ``<file>/<position>``). ``what`` names a record in errors."""
+    path = Path(data)
+    if path.is_dir():
+        files = sorted(path.glob("*.json"), key=lambda p: (len(p.stem), p.stem))
+        if not files:
+            raise DatasetError(f"no {what} (*.json) in {path}")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise DatasetError(f"no such file or folder: {path}")
+    records: list[tuple[str, dict[str, Any]]] = []
+    for file in files:
+        try:
+            loaded = json.loads(file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DatasetError(f"{file} is not a JSON file of {what}s: {exc}") from exc
+        if isinstance(loaded, dict):
+            records.append((file.stem, loaded))
+        elif isinstance(loaded, list) and all(isinstance(item, dict) for item in loaded):
+            records += [(f"{file.stem}/{n}", item) for n, item in enumerate(loaded)]
+        else:
+            raise DatasetError(f"{file} holds neither a {what} (a JSON object) nor a list of them")
+    return records
 
 
 def new_body() -> str:

@@ -23,7 +23,6 @@ latency of the search request as the client sees it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import statistics
@@ -39,10 +38,12 @@ from recall_schemas.requests import index_seq_key
 
 from recall_hub.bench.evalkit import (
     BOOTSTRAP_RESAMPLES,
+    DatasetError,
     Progress,
     connected,
     eval_hub,
     interval,
+    json_records,
     new_body,
     turn_title,
 )
@@ -119,24 +120,36 @@ def normalise_evidence(raw: Iterable[str], known: set[str]) -> tuple[str, ...]:
 
 
 def load_conversation(path: Path, max_turns: int | None = None, captions: bool = False) -> Conversation:
-    """One LoCoMo conversation file; with ``max_turns``, only its first turns and the questions
-    whose evidence lies entirely among them."""
-    data = json.loads(path.read_text())
-    speakers = (str(data["speaker_a"]), str(data["speaker_b"]))
+    """The one LoCoMo conversation in the file ``path``; with ``max_turns``, only its first turns and the
+    questions whose evidence lies entirely among them."""
+    ((name, record),) = json_records(path, "LoCoMo conversation")
+    return conversation(name, record, max_turns, captions)
+
+
+def conversation(
+    name: str, record: dict[str, Any], max_turns: int | None = None, captions: bool = False
+) -> Conversation:
+    """A LoCoMo conversation from its JSON record: flattened (``speaker_a``, ``session_<n>``,
+    ``session_<n>_date_time`` and ``qa`` at the top) or as LoCoMo's release has it (``sample_id``, the turns under
+    ``conversation``, ``qa`` beside them), named by its ``sample_id`` or else ``name``."""
+    if isinstance(record.get("conversation"), dict):
+        name = str(record.get("sample_id") or name)
+        record = {**record["conversation"], "qa": record.get("qa", [])}
+    speakers = (str(record["speaker_a"]), str(record["speaker_b"]))
     numbers = sorted(
-        int(k.rsplit("_", 1)[1]) for k in data if re.fullmatch(r"session_\d+", k) and data[k]
+        int(k.rsplit("_", 1)[1]) for k in record if re.fullmatch(r"session_\d+", k) and record[k]
     )
     turns: list[Turn] = []
     for number in numbers:
-        date = datetime.strptime(str(data[f"session_{number}_date_time"]), _DATE_FORMAT)
-        for raw in data[f"session_{number}"]:
+        date = datetime.strptime(str(record[f"session_{number}_date_time"]), _DATE_FORMAT)
+        for raw in record[f"session_{number}"]:
             caption = raw.get("blip_caption") if captions else None
             turns.append(Turn(str(raw["dia_id"]), str(raw["speaker"]), str(raw["text"]), number, date, caption))
     if max_turns is not None:
         turns = turns[:max_turns]
     known = {t.dia_id for t in turns}
     questions: list[Question] = []
-    for index, qa in enumerate(data.get("qa", [])):
+    for index, qa in enumerate(record.get("qa", [])):
         category = int(qa.get("category", 0))
         if category not in CATEGORIES:
             continue
@@ -144,10 +157,10 @@ def load_conversation(path: Path, max_turns: int | None = None, captions: bool =
         evidence = normalise_evidence(all_evidence, known)
         if not evidence:
             continue
-        if max_turns is not None and len(evidence) < len(normalise_evidence(all_evidence, _all_ids(data))):
+        if max_turns is not None and len(evidence) < len(normalise_evidence(all_evidence, _all_ids(record))):
             continue  # part of its evidence lies beyond the slice
         questions.append(Question(index, str(qa["question"]), category, evidence))
-    return Conversation(path.stem, speakers, turns, questions)
+    return Conversation(name, speakers, turns, questions)
 
 
 def _all_ids(data: dict[str, Any]) -> set[str]:
@@ -157,12 +170,15 @@ def _all_ids(data: dict[str, Any]) -> set[str]:
 
 
 def load_locomo(
-    data_dir: Path, conversations: int = 5, max_turns: int | None = None, captions: bool = False
+    data: Path, conversations: int | None = None, max_turns: int | None = None, captions: bool = False
 ) -> list[Conversation]:
-    files = sorted(Path(data_dir).glob("*.json"), key=lambda p: (len(p.stem), p.stem))[:conversations]
-    if not files:
-        raise FileNotFoundError(f"no LoCoMo conversation (*.json) in {data_dir}")
-    return [load_conversation(f, max_turns, captions) for f in files]
+    """The conversations in ``data`` — a folder of JSON files or one file, each holding a conversation or a list
+    of them (LoCoMo's release: ``locomo10.json``) — the first ``conversations`` of them if given."""
+    records = json_records(data, "LoCoMo conversation")[:conversations]
+    try:
+        return [conversation(name, record, max_turns, captions) for name, record in records]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DatasetError(f"{data} does not hold LoCoMo conversations as expected: {exc!r}") from exc
 
 
 # --- ingest through the bus --------------------------------------------------------------------
@@ -511,7 +527,7 @@ async def run_locomo(
     falkordb_url: str | None = None,
     graph_name: str | None = None,
     work_dir: Path | None = None,
-    conversations: int = 5,
+    conversations: int | None = None,
     max_turns: int | None = None,
     modes: Sequence[str] = MODES,
     captions: bool = False,

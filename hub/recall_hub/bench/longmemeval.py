@@ -21,7 +21,6 @@ round trip of the search as the client sees it; 95% bootstrap intervals over que
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import statistics
 import time
@@ -36,10 +35,12 @@ from recall_schemas.requests import index_seq_key
 
 from recall_hub.bench.evalkit import (
     BOOTSTRAP_RESAMPLES,
+    DatasetError,
     Progress,
     connected,
     eval_hub,
     interval,
+    json_records,
     new_body,
     turn_title,
 )
@@ -102,32 +103,47 @@ def _date(raw: object) -> datetime | None:
 
 
 def load_item(path: Path) -> Item:
-    data = json.loads(path.read_text())
+    """The one question in the file ``path``."""
+    ((_, record),) = json_records(path, "LongMemEval question")
+    return question(record)
+
+
+def question(record: dict[str, Any]) -> Item:
+    """A LongMemEval question from its JSON record (the release's fields; turns without content left out)."""
     sessions = []
     for session_id, date, turns in zip(
-        data["haystack_session_ids"], data["haystack_dates"], data["haystack_sessions"], strict=True
+        record["haystack_session_ids"], record["haystack_dates"], record["haystack_sessions"], strict=True
     ):
         sessions.append((str(session_id), _date(date), [
             Turn(str(session_id), i, str(t["role"]), str(t["content"]), bool(t.get("has_answer")))
             for i, t in enumerate(turns) if str(t.get("content", "")).strip()
         ]))
     return Item(
-        question_id=str(data["question_id"]),
-        question_type=str(data["question_type"]),
-        question=str(data["question"]),
-        question_date=_date(data.get("question_date")),
-        answer_sessions=tuple(str(s) for s in data["answer_session_ids"]),
+        question_id=str(record["question_id"]),
+        question_type=str(record["question_type"]),
+        question=str(record["question"]),
+        question_date=_date(record.get("question_date")),
+        answer_sessions=tuple(str(s) for s in record.get("answer_session_ids") or ()),
         sessions=sessions,
     )
 
 
-def load_longmemeval(data_dir: Path, questions: int | None = None, types: Sequence[str] = ()) -> list[Item]:
-    """The questions of ``data_dir`` (``*.json``, one a file), in file-name order; with ``types`` only those
-    question types; with ``questions`` the first that many of each type in turn (a stratified subset)."""
-    files = sorted(Path(data_dir).glob("*.json"))
-    if not files:
-        raise FileNotFoundError(f"no LongMemEval question (*.json) in {data_dir}")
-    items = [load_item(f) for f in files]
+def abstains(record: dict[str, Any]) -> bool:
+    """An abstention question (its id ends ``_abs``): what it asks is not in the haystack, so retrieval has no
+    answer to find; LongMemEval's retrieval scoring leaves these out, and so does this eval."""
+    return str(record.get("question_id", "")).endswith("_abs")
+
+
+def load_longmemeval(data: Path, questions: int | None = None, types: Sequence[str] = ()) -> list[Item]:
+    """The questions in ``data`` — a folder of JSON files or one file, each holding a question or a list of them
+    (the release's ``longmemeval_s.json``) — in file-name order, abstention questions left out (:func:`abstains`);
+    with ``types`` only those question types; with ``questions`` the first that many of each type in turn (a
+    stratified subset)."""
+    records = [record for _, record in json_records(data, "LongMemEval question") if not abstains(record)]
+    try:
+        items = [question(record) for record in records]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DatasetError(f"{data} does not hold LongMemEval questions as expected: {exc!r}") from exc
     if types:
         items = [i for i in items if i.question_type in types]
     if questions is not None:

@@ -11,7 +11,6 @@ pipelined), memory per vector, VSIM k=10 latency p50/p99 and recall@10 against a
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 from redis.asyncio import Redis
 
+from recall_hub.bench.evalkit import json_records
 from recall_hub.embedders import EmbedderConfig, make_embedder
 from recall_hub.store.keys import Keys
 
@@ -51,11 +51,11 @@ class VectorStudy:
 
 
 def corpus(data_dir: Path) -> tuple[list[str], list[str]]:
-    """(texts to index, query texts) from LoCoMo conversations."""
+    """(texts to index, query texts) from LoCoMo conversations (a folder or a file, as :func:`~recall_hub.bench.
+    locomo.load_locomo` reads them)."""
     docs: list[str] = []
     queries: list[str] = []
-    for path in sorted(data_dir.glob("*.json")):
-        data = json.loads(path.read_text())
+    for _, data in json_records(data_dir, "LoCoMo conversation"):
         conv = data.get("conversation", data)
         for key, turns in conv.items():
             if not (key.startswith("session_") and isinstance(turns, list)):

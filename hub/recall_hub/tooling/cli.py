@@ -750,8 +750,9 @@ def build_parser() -> argparse.ArgumentParser:
     evals = sub.add_parser("eval", help="retrieval quality benchmarks")
     eval_sub = evals.add_subparsers(dest="eval_command", required=True)
     locomo = eval_sub.add_parser("locomo", help="LoCoMo: Recall@10, Hit@5, MRR, session Hit@1 per mode and category")
-    locomo.add_argument("--data", default="../shared/data/locomo", help="folder of LoCoMo conversation JSON files")
-    locomo.add_argument("--conversations", type=int, default=5)
+    locomo.add_argument("--data", default="../shared/data/locomo",
+                        help="LoCoMo conversations: a folder of JSON files or one file (the release's locomo10.json)")
+    locomo.add_argument("--conversations", type=int, help="only the first N conversations (default: all)")
     locomo.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid-rrf,hybrid,hybrid+priors")
     locomo.add_argument("--nats", help="use a hub already serving there (default: a private embedded stack)")
     locomo.add_argument("--markdown", help="also write the report as markdown to this file")
@@ -764,7 +765,8 @@ def build_parser() -> argparse.ArgumentParser:
     lme = eval_sub.add_parser(
         "longmemeval", help="LongMemEval_S: session recall_any@1/@5/@10, recall_all@5, turn Recall@10 per mode and type"
     )
-    lme.add_argument("--data", default="../shared/data/longmemeval", help="folder of LongMemEval question JSON files")
+    lme.add_argument("--data", default="../shared/data/longmemeval",
+                     help="LongMemEval questions: a folder of JSON files or one file (longmemeval_s.json)")
     lme.add_argument("--questions", type=int, help="a stratified subset: this many, taking each question type in turn")
     lme.add_argument("--types", help="comma-separated question types (default: all)")
     lme.add_argument("--modes", help="comma-separated subset of: keyword,vector,hybrid,hybrid+priors")
@@ -810,10 +812,15 @@ def main(argv: list[str] | None = None) -> int:
         from recall_hub.bench.machine import commit
 
         commit()  # the code this run loads, before anyone commits more (a results file names it)
-    if getattr(args, "sync", False):
-        return int(args.run(args))
+    from recall_hub.bench.evalkit import DatasetError
+
     try:
+        if getattr(args, "sync", False):
+            return int(args.run(args))
         return int(asyncio.run(args.run(args)))
+    except DatasetError as exc:
+        print(f"recall: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
