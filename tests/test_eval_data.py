@@ -18,7 +18,7 @@ from tests.test_locomo_eval import TINY
 LME_SLICE = repo_root() / "tests" / "data" / "retrieval" / "longmemeval"
 
 
-def _as_released(flat: dict, sample_id: str) -> dict:
+def _as_released(flat: dict, sample_id: str | int) -> dict:
     """A flattened LoCoMo conversation in the release's shape: the turns under ``conversation``."""
     turns = {k: v for k, v in flat.items() if k != "qa"}
     return {"sample_id": sample_id, "conversation": turns, "qa": flat["qa"], "event_summary": {}}
@@ -33,6 +33,8 @@ def test_locomo_reads_the_release_file_as_it_reads_one_file_a_conversation(tmp_p
     (tmp_path / "flat" / "2.json").write_text(json.dumps(other))
     released = tmp_path / "locomo10.json"
     released.write_text(json.dumps([_as_released(TINY, "conv-1"), _as_released(other, "conv-2")]))
+    numbered = tmp_path / "numbered.json"  # some copies number their samples from 0
+    numbered.write_text(json.dumps([_as_released(TINY, 0), _as_released(other, 1)]))
 
     flat, shipped = load_locomo(tmp_path / "flat"), load_locomo(released)
 
@@ -41,6 +43,7 @@ def test_locomo_reads_the_release_file_as_it_reads_one_file_a_conversation(tmp_p
         assert a.speakers == b.speakers and a.turns == b.turns and a.questions == b.questions
     assert shipped[1].speakers == ("Carol", "Bob")
     assert [c.key for c in load_locomo(released, conversations=1)] == ["conv-1"]
+    assert [c.key for c in load_locomo(numbered)] == ["0", "1"]
 
 
 def test_locomo_reads_every_conversation_unless_told_fewer(tmp_path: Path) -> None:

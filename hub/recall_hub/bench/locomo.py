@@ -133,7 +133,8 @@ def conversation(
     ``session_<n>_date_time`` and ``qa`` at the top) or as LoCoMo's release has it (``sample_id``, the turns under
     ``conversation``, ``qa`` beside them), named by its ``sample_id`` or else ``name``."""
     if isinstance(record.get("conversation"), dict):
-        name = str(record.get("sample_id") or name)
+        sample_id = record.get("sample_id")
+        name = name if sample_id is None or sample_id == "" else str(sample_id)
         record = {**record["conversation"], "qa": record.get("qa", [])}
     speakers = (str(record["speaker_a"]), str(record["speaker_b"]))
     numbers = sorted(
