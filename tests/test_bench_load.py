@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from recall_hub.bench.config import BenchConfig
+from recall_hub.bench.corpus import bench_queries, build_dataset
 from recall_hub.bench.load import MIX, LoadConfig, LoadLevel, LoadReport, render_load, run_load
+from recall_hub.tooling.cli import build_parser
 
 
 @pytest.mark.parametrize("create_settle", ["inline", "background"])
@@ -42,3 +45,14 @@ def test_the_knee_is_the_first_level_past_twice_the_quiet_p99() -> None:
     assert report.knee(1, "closed") == 32
     assert report.knee(1, "open") is None
     assert report.knee(2, "closed") is None  # no such stack measured
+
+
+def test_a_bench_run_can_be_repeated_with_another_seed() -> None:
+    parse = build_parser().parse_args
+    assert parse(["bench"]).seed == BenchConfig().seed
+    assert parse(["bench", "--seed", "42", "--suite", "load"]).seed == 42
+    assert "--seed 42" in BenchConfig(seed=42).command() and "--seed" not in BenchConfig().command()
+    same, other = build_dataset(200, 42, "t"), build_dataset(200, 43, "t")
+    assert [b.title for b in build_dataset(200, 42, "t").beads] == [b.title for b in same.beads]
+    assert [b.title for b in other.beads] != [b.title for b in same.beads]
+    assert bench_queries(same, 42, 50) == bench_queries(same, 42, 50) != bench_queries(same, 43, 50)

@@ -240,7 +240,7 @@ async def _levels(config: LoadConfig, team: Team, hubs: int, report: LoadReport,
         started = time.perf_counter()
         if loop == "open":
             assert rate is not None
-            samples = await _open_loop(team, agents, rate, config.seconds)
+            samples = await _open_loop(team, agents, rate, config.seconds, config.seed)
         else:
             samples = await _closed_loop(team, agents, config.seconds / 2 if loop == "quiet" else config.seconds)
         # Throughput over the whole time the level's requests took: an open loop the hubs cannot keep up with
@@ -304,8 +304,8 @@ async def _closed_loop(team: Team, agents: list[Agent], seconds: float) -> list[
     return samples
 
 
-async def _open_loop(team: Team, agents: list[Agent], rate: float, seconds: float) -> list[_Sample]:
-    rng = random.Random(len(agents))
+async def _open_loop(team: Team, agents: list[Agent], rate: float, seconds: float, seed: int) -> list[_Sample]:
+    rng = random.Random(f"{seed}/{len(agents)}")  # the arrivals: the same for a seed and a level
     start = time.perf_counter()
     due = start
     tasks: list[asyncio.Task[_Sample]] = []

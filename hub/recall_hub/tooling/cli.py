@@ -319,7 +319,7 @@ async def _bench(args: argparse.Namespace) -> int:
 
         load = await run_load(
             LoadConfig(agents=_ints(args.agents), hubs=_ints(args.hubs), seconds=args.seconds, rate=args.rate,
-                       embedder=args.embedder or "local", create_settle=args.create_settle),
+                       embedder=args.embedder or "local", create_settle=args.create_settle, seed=args.seed),
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(render_load(load))
@@ -347,7 +347,7 @@ async def _bench(args: argparse.Namespace) -> int:
 
     config = BenchConfig(
         beads=args.beads, samples=args.samples, concurrency=args.concurrency, durability=args.durability,
-        embedder=args.embedder, create_settle=args.create_settle,
+        embedder=args.embedder, create_settle=args.create_settle, seed=args.seed,
     )
     report = await run_bench(config)
     figures = to_json(report)
@@ -717,6 +717,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--beads", type=int, default=10_000)
     bench.add_argument("--samples", type=int, default=1000)
     bench.add_argument("--concurrency", type=int, default=32)
+    bench.add_argument("--seed", type=int, default=7,
+                       help="bus and load: the memory, the queries and the agents' requests are the same for a seed")
     bench.add_argument(
         "--suite", choices=("bus", "vectors", "embedder", "keyword", "failover", "growth", "flood", "load"),
         default="bus",
