@@ -87,3 +87,10 @@ def test_data_that_is_not_a_dataset_is_a_clear_error(tmp_path: Path, load) -> No
     (tmp_path / "broken.json").write_text(json.dumps({"something": "else"}))
     with pytest.raises(DatasetError, match="as expected"):
         load(tmp_path / "broken.json")
+
+
+def test_longmemeval_keeps_file_name_order_so_a_stratified_subset_stays_the_same(tmp_path: Path) -> None:
+    record = json.loads(next(LME_SLICE.glob("*.json")).read_text())
+    for name in ("42_a", "41_gpt4_b", "41_c"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**record, "question_id": name}))
+    assert [i.question_id for i in load_longmemeval(tmp_path)] == ["41_c", "41_gpt4_b", "42_a"]

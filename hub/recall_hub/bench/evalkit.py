@@ -34,13 +34,15 @@ class DatasetError(ValueError):
     """An eval's data cannot be read as the dataset it should be (missing, not JSON, not its shape)."""
 
 
-def json_records(data: Path, what: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, record)`` of every record in ``data``: a JSON file, or a folder of them (``*.json``, by name, shorter
-    names first: ``2.json`` before ``10.json``); a file holds one record (an object) or several (a list, as a
-    dataset's release often ships them, each named ``<file>/<position>``). ``what`` names a record in errors."""
+def json_records(
+    data: Path, what: str, order: Callable[[Path], Any] = lambda p: p.name
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, record)`` of every record in ``data``: a JSON file, or a folder of them (``*.json``, sorted by
+    ``order``, by default their names); a file holds one record (an object) or several (a list, as a dataset's
+    release often ships them, each named ``<file>/<position>``). ``what`` names a record in errors."""
     path = Path(data)
     if path.is_dir():
-        files = sorted(path.glob("*.json"), key=lambda p: (len(p.stem), p.stem))
+        files = sorted(path.glob("*.json"), key=order)
         if not files:
             raise DatasetError(f"no {what} (*.json) in {path}")
     elif path.is_file():

@@ -170,12 +170,17 @@ def _all_ids(data: dict[str, Any]) -> set[str]:
     }
 
 
+def _numbered(path: Path) -> tuple[int, str]:
+    """Conversation files in the order of their numbers: ``2.json`` before ``10.json``."""
+    return len(path.stem), path.stem
+
+
 def load_locomo(
     data: Path, conversations: int | None = None, max_turns: int | None = None, captions: bool = False
 ) -> list[Conversation]:
     """The conversations in ``data`` — a folder of JSON files or one file, each holding a conversation or a list
     of them (LoCoMo's release: ``locomo10.json``) — the first ``conversations`` of them if given."""
-    records = json_records(data, "LoCoMo conversation")[:conversations]
+    records = json_records(data, "LoCoMo conversation", order=_numbered)[:conversations]
     try:
         return [conversation(name, record, max_turns, captions) for name, record in records]
     except (KeyError, TypeError, ValueError) as exc:

@@ -102,12 +102,6 @@ def _date(raw: object) -> datetime | None:
         return None
 
 
-def load_item(path: Path) -> Item:
-    """The one question in the file ``path``."""
-    ((_, record),) = json_records(path, "LongMemEval question")
-    return question(record)
-
-
 def question(record: dict[str, Any]) -> Item:
     """A LongMemEval question from its JSON record (the release's fields; turns without content left out)."""
     sessions = []
