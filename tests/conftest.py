@@ -14,15 +14,18 @@ import importlib.util
 import inspect
 import json
 import secrets
+import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import nats.aio.client
 import pytest
 from recall_client import RecallClient
+from recall_client.tasks import close_nats, stop_tasks
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderConfig
@@ -59,25 +62,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 async def _no_connection_left_open() -> AsyncIterator[None]:
     """A NATS connection left open retries its stopped server forever, and closing the session's event loop
-    then waits on its reconnect task (which a cancellation racing a connect attempt does not always stop):
-    whatever is still open when the session ends is named and closed."""
+    then waits on its reconnect task: whatever is still open when the session ends is named and closed."""
     yield
     left = [c for c in gc.get_objects() if isinstance(c, nats.aio.client.Client) and not c.is_closed]
     if left:
         warnings.warn(f"NATS connections left open by tests: {[c.options.get('name') for c in left]}", stacklevel=1)
     for client in left:
         with contextlib.suppress(Exception):
-            await client.close()
-    # A reconnect task whose cancellation raced a connect attempt may swallow it and retry a stopped server
-    # forever; the loop's close would then wait on it (a whole run hung so once): cancelled until it ends.
-    reconnecting = {t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("_attempt_reconnect")}
-    for _ in range(100):
-        reconnecting = {t for t in reconnecting if not t.done()}
-        if not reconnecting:
-            break
-        for task in reconnecting:
-            task.cancel()
-        await asyncio.wait(reconnecting, timeout=0.05)
+            await close_nats(client)
+    # Whatever still runs (a connection's reconnect loop nobody holds any more) is stopped here, for certain:
+    # closing the loop cancels each task only once and then waits for all of them.
+    await stop_tasks(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
+
+
+@pytest.fixture(autouse=True)
+async def _tasks_shown_when_a_test_hangs(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """When the threads' stacks are written (``faulthandler_timeout``), the event loop's tasks are too: a test
+    hung in an await shows only an idle loop in the threads' stacks, its tasks say what each waits for."""
+    after = float(request.config.getini("faulthandler_timeout") or 0)
+    if after <= 0:
+        yield
+        return
+    handle = asyncio.get_running_loop().call_later(after, _print_tasks, request.node.nodeid)
+    yield
+    handle.cancel()
+
+
+def _print_tasks(test: str) -> None:
+    """Each task with the chain of awaits it is suspended in, outermost first."""
+    print(f"+++ {test}: the event loop's tasks +++", file=sys.stderr)
+    for task in asyncio.all_tasks():
+        print(f"{task.get_name()}:", file=sys.stderr)
+        awaiting: Any = task.get_coro()
+        while awaiting is not None:
+            frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+            if frame is not None:
+                print(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=sys.stderr)
+            awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
 
 
 @pytest.fixture(scope="session")

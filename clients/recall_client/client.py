@@ -107,6 +107,7 @@ from recall_schemas.subjects import inbox_prefix, notify_subject, request_subjec
 
 from .conflicts import DEFAULT_ATTEMPTS, retry_on_conflict
 from .events import EventPublisher
+from .tasks import close_nats, stop_tasks
 from .tracing import client_span, tracing_from_env
 
 log = logging.getLogger(__name__)
@@ -320,9 +321,9 @@ class RecallClient:
         finally:
             denied.cancel()
         if not connecting.done():
-            connecting.cancel()
-            with contextlib.suppress(BaseException):
-                await connecting
+            await stop_tasks([connecting])
+            if not connecting.cancelled() and connecting.exception() is None:
+                return connecting.result()  # connected just as it was given up
             if refused.is_set():
                 raise Unauthorized(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")
             raise Unavailable(f"cannot reach NATS at {self.nats_url} within {self.connect_timeout}s")
@@ -332,17 +333,11 @@ class RecallClient:
             raise Unavailable(f"cannot connect to NATS at {self.nats_url}: {exc}") from exc
 
     async def close(self) -> None:
-        """Drain the connection, or, when it is down (nats-py refuses to drain a reconnecting one), close it:
-        a connection left reconnecting would retry forever."""
+        """Drain the connection (:func:`~recall_client.tasks.close_nats`): a connection left reconnecting
+        would retry forever."""
         nc, self._nc = self._nc, None
-        if nc is None or not self._owns_nc:
-            return
-        try:
-            if nc.is_connected:
-                await nc.drain()
-        finally:
-            if not nc.is_closed:
-                await nc.close()
+        if nc is not None and self._owns_nc:
+            await close_nats(nc)
 
     async def __aenter__(self) -> RecallClient:
         return await self.connect()

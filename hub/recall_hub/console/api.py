@@ -12,13 +12,13 @@ title, type, who, when); what the identity may not see never arrives (the hub fi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from recall_client import RecallClient
+from recall_client.tasks import stop_tasks
 from recall_schemas import Change, RecallError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -120,6 +120,4 @@ async def _stream(
                 return
             yield sse("change", change_json(item))
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await stop_tasks([task])

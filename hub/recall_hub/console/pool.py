@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from recall_client import RecallClient
+from recall_client.tasks import stop_tasks
 from recall_schemas import RecallError, Unauthorized
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -157,9 +158,7 @@ class ClientPool:
 
     async def close(self) -> None:
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            await stop_tasks([self._sweeper])
             self._sweeper = None
         clients, self._open = [c.client for c in self._open.values()], {}
         for client in clients:

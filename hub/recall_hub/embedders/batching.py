@@ -12,12 +12,12 @@ embedder with a lane per kind, as the local one has, runs them at once).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
+from recall_client.tasks import stop_tasks
 
 from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling, TokenReading
 
@@ -160,8 +160,4 @@ class _Queue(Generic[T, R]):
                     future.set_result(vector)
 
     async def aclose(self) -> None:
-        for worker in self._workers:
-            if worker is not None:
-                worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
+        await stop_tasks(worker for worker in self._workers if worker is not None)

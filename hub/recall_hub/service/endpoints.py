@@ -29,6 +29,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from pydantic import ValidationError
+from recall_client.tasks import stop_tasks
 from recall_schemas import (
     HTTP_STATUS,
     OPERATIONS,
@@ -359,12 +360,10 @@ class HubService:
             await self._service.stop()
         if self._tasks:  # requests in flight are answered; one that cannot finish does not hold the shutdown
             _, stuck = await asyncio.wait(set(self._tasks), timeout=IN_FLIGHT_AT_STOP_S)
-            for task in stuck:
-                task.cancel()
             if stuck:
                 log.warning("%d requests still running %.0f s into the shutdown were cancelled", len(stuck),
                             IN_FLIGHT_AT_STOP_S)
-                await asyncio.wait(stuck, timeout=IN_FLIGHT_AT_STOP_S)
+                await stop_tasks(stuck, within=IN_FLIGHT_AT_STOP_S)
 
 
 def _describe(exc: RecallError) -> str:

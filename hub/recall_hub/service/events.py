@@ -51,6 +51,7 @@ from nats.js.api import (
     StreamConfig,
 )
 from pydantic import ValidationError
+from recall_client.tasks import stop_tasks
 from recall_schemas import RecallError, describe_validation
 from recall_schemas.events import EVENT_ADAPTER, EVENT_KINDS, DeadLetter, Event
 from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN
@@ -227,9 +228,7 @@ class EventConsumer:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+            await stop_tasks([self._task])
             self._task = None
         with suppress(Exception):
             await self._sub.unsubscribe()

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 import nats
 import nats.errors
 from nats.aio.client import Client as NATS
+from recall_client.tasks import close_nats, stop_tasks
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
@@ -136,12 +137,8 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         background = [
             t for t in (sweeper, eraser, follower, reads, service.repaired, warnings) if t is not None
         ]
-        for task in background:
-            task.cancel()
         # Finished before the stores close under them (a task left running would retry on closed pools).
-        _, stuck = await asyncio.wait(background, timeout=10)
-        if stuck:
-            log.warning("background tasks still running at shutdown: %s", [t.get_name() for t in stuck])
+        await stop_tasks(background)
         await consumer.stop()
         await service.stop()
         await ctx.finish_handed_off()  # its notifications still go out
@@ -149,8 +146,8 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
             await ctx.accessed.flush()
         if status is not None:
             await status.stop()
-        await ingest.drain()
-        await nc.drain()
+        await close_nats(ingest)
+        await close_nats(nc)
         await ctx.aclose()
 
 

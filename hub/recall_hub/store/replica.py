@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import redis.exceptions
+from recall_client.tasks import stop_tasks
 from redis.asyncio import Redis
 
 from recall_hub.store.connections import pool
@@ -216,9 +217,7 @@ class ReplicaRoute:
 
     async def aclose(self) -> None:
         if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+            await stop_tasks([self._watcher])
             self._watcher = None
         await self.replica.aclose()
         await self._primary.aclose()
