@@ -25,7 +25,7 @@ from typing import Any
 import nats.aio.client
 import pytest
 from recall_client import RecallClient
-from recall_client.tasks import close_nats, stop_tasks
+from recall_client.connections import close_nats
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderConfig
@@ -35,6 +35,7 @@ from recall_hub.store import bead_cache
 from recall_hub.tooling.auth import AuthBundle, generate
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import MemoryBead, RecallError, Visibility
+from recall_schemas.tasks import stop_tasks
 
 # Every read that uses a hub's held bead properties is checked against a full read: a write that changes a bead
 # without moving its version or updated_at fails the test that makes it.

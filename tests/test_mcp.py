@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import nats
 import pytest
 from conftest import new_ai
 from mcp import Client, MCPError, StdioServerParameters
@@ -431,6 +432,24 @@ async def test_closing_a_client_whose_nats_is_gone_stops_its_reconnecting(tmp_pa
     await eventually(reconnecting)
     await client.close()
     assert nc.is_closed
+
+
+async def test_a_connect_its_caller_gave_up_on_leaves_no_attempt_running(tmp_path: Path) -> None:
+    """What the sidecar does while NATS is down: each attempt bounded by its own timeout. An attempt given up on
+    must end there; it used to retry on, connect once NATS was back and hold a connection nobody closed."""
+    port = free_port()
+
+    def attempts() -> list[asyncio.Task[Any]]:  # nats.connect's, still running
+        return [t for t in asyncio.all_tasks() if t.get_coro().cr_code is nats.connect.__code__]  # type: ignore[union-attr]
+
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(RecallClient(new_ai(), f"nats://127.0.0.1:{port}").connect(), 0.3)
+        assert attempts() == []
+    with nats_server(port, tmp_path / "js"):  # and a caller that waits connects as before
+        client = await RecallClient(new_ai(), f"nats://127.0.0.1:{port}").connect()
+        assert client.nc.is_connected and attempts() == []
+        await client.close()
 
 
 # --- the binary ---------------------------------------------------------------------------------------------

@@ -104,10 +104,11 @@ from recall_schemas.requests import (
     index_seq_key,
 )
 from recall_schemas.subjects import inbox_prefix, notify_subject, request_subject
+from recall_schemas.tasks import stop_tasks
 
 from .conflicts import DEFAULT_ATTEMPTS, retry_on_conflict
+from .connections import close_nats
 from .events import EventPublisher
-from .tasks import close_nats, stop_tasks
 from .tracing import client_span, tracing_from_env
 
 log = logging.getLogger(__name__)
@@ -318,6 +319,13 @@ class RecallClient:
         denied = asyncio.ensure_future(refused.wait())
         try:
             await asyncio.wait({connecting, denied}, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # The caller gave up (its own timeout, a sidecar's): the attempt must end with it, or it would go on
+            # retrying, connect once NATS is back, and hold a connection nobody closes.
+            await stop_tasks([connecting])
+            if not connecting.cancelled() and connecting.exception() is None:
+                await close_nats(connecting.result())
+            raise
         finally:
             denied.cancel()
         if not connecting.done():
@@ -333,7 +341,7 @@ class RecallClient:
             raise Unavailable(f"cannot connect to NATS at {self.nats_url}: {exc}") from exc
 
     async def close(self) -> None:
-        """Drain the connection (:func:`~recall_client.tasks.close_nats`): a connection left reconnecting
+        """Drain the connection (:func:`~recall_client.connections.close_nats`): a connection left reconnecting
         would retry forever."""
         nc, self._nc = self._nc, None
         if nc is not None and self._owns_nc:

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from recall_client import RecallClient
-from recall_client.tasks import stop_tasks
 from recall_schemas import Change, RecallError
+from recall_schemas.tasks import stop_tasks
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 

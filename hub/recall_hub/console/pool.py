@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from recall_client import RecallClient
-from recall_client.tasks import stop_tasks
 from recall_schemas import RecallError, Unauthorized
+from recall_schemas.tasks import stop_tasks
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import Identities

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
-from recall_client.tasks import stop_tasks
+from recall_schemas.tasks import stop_tasks
 
 from recall_hub.embedders.base import Embedder, ParallelRuns, Span, SpanPooling, TokenReading
 

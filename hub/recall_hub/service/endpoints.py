@@ -29,7 +29,6 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from pydantic import ValidationError
-from recall_client.tasks import stop_tasks
 from recall_schemas import (
     HTTP_STATUS,
     OPERATIONS,
@@ -50,6 +49,7 @@ from recall_schemas.requests import (
     REQUEST_ID_HEADER,
 )
 from recall_schemas.subjects import HUB_QUEUE_GROUP, SERVICE_NAME, caller_of, endpoint_subject, inbox_prefix
+from recall_schemas.tasks import stop_tasks
 
 from recall_hub.context import HubContext
 from recall_hub.logs import serving

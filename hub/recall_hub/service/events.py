@@ -51,7 +51,6 @@ from nats.js.api import (
     StreamConfig,
 )
 from pydantic import ValidationError
-from recall_client.tasks import stop_tasks
 from recall_schemas import RecallError, describe_validation
 from recall_schemas.events import EVENT_ADAPTER, EVENT_KINDS, DeadLetter, Event
 from recall_schemas.ids import AI_ID_PATTERN, SERVICE_ID_PATTERN
@@ -63,6 +62,7 @@ from recall_schemas.subjects import (
     HUB_EVENTS_CONSUMER,
     dead_letter_subject,
 )
+from recall_schemas.tasks import stop_tasks
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext

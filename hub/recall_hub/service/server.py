@@ -13,7 +13,8 @@ from contextlib import asynccontextmanager
 import nats
 import nats.errors
 from nats.aio.client import Client as NATS
-from recall_client.tasks import close_nats, stop_tasks
+from recall_client.connections import close_nats
+from recall_schemas.tasks import stop_tasks
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext

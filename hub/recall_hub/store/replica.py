@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import redis.exceptions
-from recall_client.tasks import stop_tasks
+from recall_schemas.tasks import stop_tasks
 from redis.asyncio import Redis
 
 from recall_hub.store.connections import pool

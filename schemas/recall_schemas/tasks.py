@@ -1,4 +1,4 @@
-"""Ending asyncio tasks and NATS connections for certain.
+"""Ending asyncio tasks for certain, in the hub and in its clients.
 
 One ``task.cancel()`` can be lost: on Python 3.11, ``asyncio.wait_for`` returns the result of the awaitable it
 guards when that result arrives together with the cancellation, and redis-py wraps a socket write in it, nats-py
@@ -13,8 +13,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from nats.aio.client import Client as NATS
-
 log = logging.getLogger(__name__)
 
 CANCEL_AGAIN_S = 0.05
@@ -23,8 +21,8 @@ CANCEL_AGAIN_S = 0.05
 
 async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], within: float = 10.0) -> set[asyncio.Future[Any]]:
     """Cancel every task and wait until each has ended, cancelling again those that run on; within ``within``
-    seconds. The tasks still running then (a task that ignores cancellation), which are logged. A task's own
-    failure is logged too, not raised: stopping it is what the caller asked for."""
+    seconds. Returns the tasks still running then (a task that ignores cancellation), and logs them. A task's own
+    failure is logged, not raised: stopping it is what the caller asked for."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     stopped = set(tasks)
@@ -44,21 +42,6 @@ async def stop_tasks(tasks: Iterable[asyncio.Future[Any]], within: float = 10.0)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.warning("%s ended with %s: %s", _name(task), type(exc).__name__, exc)
     return running
-
-
-async def close_nats(nc: NATS, within: float = 10.0) -> None:
-    """Drain ``nc`` (or close it when it is not connected: nats-py refuses to drain a reconnecting connection),
-    then make sure its reconnect loop has ended: nats-py cancels it once, and a loop that lost that cancellation
-    retries a server that is gone forever."""
-    try:
-        if nc.is_connected:
-            await nc.drain()
-    finally:
-        if not nc.is_closed:
-            await nc.close()
-        reconnecting = getattr(nc, "_reconnection_task", None)  # nats-py's; absent in another version
-        if isinstance(reconnecting, asyncio.Future):
-            await stop_tasks([reconnecting], within)
 
 
 def _name(task: asyncio.Future[Any]) -> str:
