@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
+from recall_schemas.tasks import stop_tasks
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -80,7 +81,7 @@ class Locks:
             yield
         finally:
             if keeper is not None:
-                keeper.cancel()
+                await stop_tasks([keeper])
             with contextlib.suppress(RedisError):
                 pipe = self.redis.pipeline(transaction=False)
                 for key, token in keys.items():
