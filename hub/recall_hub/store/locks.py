@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
-from recall_schemas.tasks import stop_tasks
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -67,9 +66,15 @@ class Locks:
         """Keep the held locks (name -> token) alive while the block runs, then release them."""
         keys = {self.keys.lock(name): token for name, token in tokens.items()}
 
+        released = False
+
         async def renew() -> None:
-            while True:
+            # Ends on the flag too: a cancellation lost in the pipeline's write (recall_schemas.tasks) would
+            # otherwise leave it renewing forever, and the release need not wait for it (a create's path).
+            while not released:
                 await asyncio.sleep(self.ttl_s / 3)
+                if released:
+                    return
                 with contextlib.suppress(RedisError):
                     pipe = self.redis.pipeline(transaction=False)
                     for key, token in keys.items():
@@ -80,8 +85,9 @@ class Locks:
         try:
             yield
         finally:
+            released = True
             if keeper is not None:
-                await stop_tasks([keeper])
+                keeper.cancel()
             with contextlib.suppress(RedisError):
                 pipe = self.redis.pipeline(transaction=False)
                 for key, token in keys.items():
