@@ -136,6 +136,12 @@ class HubSettings(BaseSettings):
         "traversal is checked in the graph without carrying them again (about 3.5 KB each with 370-character "
         "contents; 0: none kept)",
     )
+    signs_cache_size: int = Field(
+        default=20_000, ge=0,
+        description="Beads whose token signs (late interaction) a hub process keeps after reading them, so a "
+        "search need not read them again (at most ~2.3 KB each; another hub's change of a bead's text shows in "
+        "ranking within 30 s; 0: none kept)",
+    )
     index_wait_s: float = Field(
         default=5.0, gt=0, le=60,
         description="How long a search waits for the keyword index to reach its caller's last write",

@@ -99,7 +99,8 @@ class HubContext:
             await embedder.warmup()
         keys = Keys(settings.graph_name)
         vectors = VectorStore(
-            redis, keys, embedder.model_id, quantization=settings.vector_quantization, replica=vector_replica
+            redis, keys, embedder.model_id, quantization=settings.vector_quantization, replica=vector_replica,
+            signs_cache_size=settings.signs_cache_size,
         )
         beads = BeadStore(graph, settings.bead_cache_size)
         index_log = IndexLog(redis, keys, settings.index_log_max)

@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 
 from recall_hub.store.keys import Keys
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
+from recall_hub.store.sign_cache import SignCache
 from recall_hub.store.validity import OPEN_START
 from recall_hub.timeutil import to_ms
 
@@ -184,6 +185,7 @@ class VectorHit:
 class VectorStore:
     def __init__(
         self, redis: Redis, keys: Keys, model_id: str, quantization: str = "Q8", replica: ReplicaRoute | None = None,
+        signs_cache_size: int = 0,
     ) -> None:
         self.redis = redis
         self.replica = replica
@@ -192,6 +194,7 @@ class VectorStore:
         self.keys = keys
         self._sizes: dict[str, tuple[int, float]] = {}
         """Each set's size (vectors) as a search last read it, and when (``time.monotonic``)."""
+        self.signs = SignCache(signs_cache_size)
 
     def key(self, scope: str) -> str:
         return self.keys.vectors(self.model_id, scope)
@@ -235,6 +238,7 @@ class VectorStore:
         # replica sees the change, so after a restart (or on the replica) the old vector and attributes are back.
         # An element being replaced is removed and added again instead, in one transaction (never missing).
         pipe = self.redis.pipeline(transaction=any(had.count for had in before))
+        written: list[tuple[str, str, bytes | None]] = []
         for (bead_id, scope, bead_vectors, attrs), had in zip(given, before, strict=True):
             vectors, sentences = np.atleast_2d(bead_vectors.rows), bead_vectors.sentences
             described = _attributes_json(attrs, len(vectors), sentences)
@@ -248,11 +252,19 @@ class VectorStore:
                     "VADD", self.key(scope), "FP32", vector.astype(np.float32).tobytes(),
                     element(bead_id, chunk, sentences), self.quantization, *build, "SETATTR", described,
                 )
-            if bead_vectors.tokens is not None:  # no word at all: kept empty, so start-up repair passes it by
-                pipe.hset(self.signs_key(scope), bead_id, pack_signs(bead_vectors.tokens))
+            signs = None if bead_vectors.tokens is None else pack_signs(bead_vectors.tokens)
+            if signs is not None:  # no word at all: kept empty, so start-up repair passes it by
+                pipe.hset(self.signs_key(scope), bead_id, signs)
             else:
                 pipe.hdel(self.signs_key(scope), bead_id)
-        await self._execute(pipe)
+            written.append((scope, bead_id, signs))
+        try:
+            await self._execute(pipe)
+        except BaseException:
+            self.signs.drop(bead_id for _, bead_id, _ in written)  # what the failed pipeline left is read again
+            raise
+        for scope, bead_id, signs in written:
+            self.signs.written(scope, bead_id, signs)
 
     async def set_attributes(self, bead_id: str, scope: str, attributes: dict[str, Any]) -> bool:
         """Replace the filter attributes of the bead's stored vectors; False if the set holds none of it."""
@@ -275,7 +287,10 @@ class VectorStore:
         for name in held.names(bead_id) or [bead_id]:
             pipe.execute_command("VREM", self.key(scope), name)
         pipe.hdel(self.signs_key(scope), bead_id)
-        await self._execute(pipe)
+        try:
+            await self._execute(pipe)
+        finally:
+            self.signs.drop([bead_id])
 
     async def beads_without_signs(self) -> dict[str, list[str]]:
         """By scope, the beads with vectors of this model there but no token signs (embedded before
@@ -302,28 +317,37 @@ class VectorStore:
             pipe.hsetnx(self.signs_key(scope), bead_id, pack_signs(rows))
         for bead_id in tokens:
             pipe.execute_command("VISMEMBER", self.key(scope), bead_id)
-        replies = await self._execute(pipe)
+        try:
+            replies = await self._execute(pipe)
+        finally:
+            self.signs.drop(tokens)
         gone = [b for b, held in zip(tokens, replies[len(replies) - len(tokens) :], strict=True) if not held]
         if gone:
             await self.redis.hdel(self.signs_key(scope), *gone)
 
     async def token_signs(self, scopes: Sequence[str], bead_ids: Sequence[str]) -> dict[str, bytes]:
-        """The token signs (:func:`pack_signs`) kept for each of ``bead_ids`` in any of ``scopes``."""
+        """The token signs (:func:`pack_signs`) kept for each of ``bead_ids`` in any of ``scopes``: those this
+        process read or wrote a moment ago from memory (:class:`~recall_hub.store.sign_cache.SignCache`), the
+        others read."""
         if not scopes or not bead_ids:
             return {}
+        held, wanted = self.signs.held(scopes, bead_ids)
 
         async def run(client: Redis) -> list[Any]:
             pipe = client.pipeline(transaction=False)
             for scope in scopes:
-                pipe.hmget(self.signs_key(scope), list(bead_ids))
+                pipe.hmget(self.signs_key(scope), wanted)
             return await self._execute(pipe)
 
-        found: dict[str, bytes] = {}
-        for replies in await self._read(run):
-            for bead_id, packed in zip(bead_ids, replies, strict=True):
-                if packed:
-                    found[bead_id] = packed
-        return found
+        read: dict[str, tuple[str, bytes]] = {}
+        if wanted:
+            for scope, replies in zip(scopes, await self._read(run), strict=True):
+                for bead_id, packed in zip(wanted, replies, strict=True):
+                    if packed is not None:
+                        read[bead_id] = (scope, packed)
+            self.signs.read(read)
+        found = held | {bead_id: packed for bead_id, (_, packed) in read.items()}
+        return {bead_id: packed for bead_id, packed in found.items() if packed}
 
     async def _stored(self, beads: list[tuple[str, str]]) -> list[_Stored]:
         """What each ``(bead_id, scope)`` has there (count 0: none), from its first vector's attributes."""
@@ -430,6 +454,8 @@ class VectorStore:
                 if keep_current and key.decode().startswith(f"{root(self.model_id)}:"):
                     continue
                 dropped += int(await self.redis.delete(key))
+        if not keep_current:
+            self.signs.drop()
         return dropped
 
 
