@@ -323,14 +323,14 @@ class RecallClient:
             # The caller gave up (its own timeout, a sidecar's): the attempt must end with it, or it would go on
             # retrying, connect once NATS is back, and hold a connection nobody closes.
             await stop_tasks([connecting])
-            if not connecting.cancelled() and connecting.exception() is None:
+            if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
                 await close_nats(connecting.result())
             raise
         finally:
             denied.cancel()
         if not connecting.done():
             await stop_tasks([connecting])
-            if not connecting.cancelled() and connecting.exception() is None:
+            if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
                 return connecting.result()  # connected just as it was given up
             if refused.is_set():
                 raise Unauthorized(f"NATS at {self.nats_url} refused the credentials of {self.ai_id}")

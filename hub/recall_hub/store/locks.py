@@ -71,7 +71,7 @@ class Locks:
         async def renew() -> None:
             # Ends on the flag too: a cancellation lost in the pipeline's write (recall_schemas.tasks) would
             # otherwise leave it renewing forever, and the release need not wait for it (a create's path).
-            while not released:
+            while True:
                 await asyncio.sleep(self.ttl_s / 3)
                 if released:
                     return
