@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import importlib.util
 import inspect
@@ -252,3 +253,56 @@ async def world(connect: ClientFactory) -> World:
         await ops.add_member(group.group_id, agent.ai_id)
     await ops.remove_member(group.group_id, ex_member.ai_id)
     return World(ops, group.group_id, creator, member, ex_member, outsider)
+
+
+_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("role", default="")
+
+
+class Interleaved:
+    """Another writer's operation, ``other``, lands right after the ``after``-th graph query of the operation under
+    test (or after that operation, if it makes fewer): each query boundary a place where another hub's write can
+    land. ``other`` runs as its own task until its first write is committed; what it does after that (after-commit
+    work that may wait for the locks of the operation under test) goes on beside it, and :meth:`run` waits for it at
+    the end. Only the queries of the two operations count — not those of the hub's background work."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, hub: HubContext, after: int,
+                 other: Callable[[], Awaitable[object]]) -> None:
+        self.after, self.other, self.calls = after, other, 0
+        self.task: asyncio.Task[object] | None = None
+        self.wrote = asyncio.Event()
+        graph = hub.graph
+        monkeypatch.setattr(graph, "query", self._wrap(graph.query, lambda kwargs: True))
+        monkeypatch.setattr(graph, "values", self._wrap(graph.values, lambda kwargs: not kwargs.get("read_only", True)))
+        monkeypatch.setattr(graph, "ro_query", self._wrap(graph.ro_query, lambda kwargs: False))
+
+    def _wrap(self, original: Callable[..., Awaitable[object]],
+              writes: Callable[[dict[str, object]], bool]) -> Callable[..., Awaitable[object]]:
+        async def wrapped(*args: object, **kwargs: object) -> object:
+            if _ROLE.get() == "under test":
+                if self.task is None and self.calls == self.after:
+                    await self._land()
+                self.calls += 1
+            result = await original(*args, **kwargs)
+            if _ROLE.get() == "other" and writes(kwargs):
+                self.wrote.set()
+            return result
+        return wrapped
+
+    async def _land(self) -> None:
+        context = contextvars.copy_context()
+        context.run(_ROLE.set, "other")
+        self.task = asyncio.create_task(self.other(), context=context)  # type: ignore[arg-type]
+        wrote = asyncio.create_task(self.wrote.wait())
+        await asyncio.wait({self.task, wrote}, return_when=asyncio.FIRST_COMPLETED)
+        wrote.cancel()
+
+    async def run(self, operation: Callable[[], Awaitable[object]]) -> None:
+        token = _ROLE.set("under test")
+        try:
+            await operation()
+        finally:
+            _ROLE.reset(token)
+        if self.task is None:
+            await self._land()
+        assert self.task is not None
+        await self.task

@@ -16,6 +16,8 @@ from recall_hub.context import HubContext
 from recall_hub.ops import beads as bead_ops
 from recall_hub.ops.after_commit import follow_session
 from recall_hub.ops.beads import new_bead_props
+from recall_hub.ops.forget import forget_bead
+from recall_hub.ops.sessions import migrate_session_with_memories
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.retrieval.search import search_beads
 from recall_hub.service.endpoints import HubService
@@ -23,12 +25,13 @@ from recall_hub.service.server import running_hub
 from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.timeutil import new_moments
 from recall_hub.tooling.stack import EmbeddedStack
-from recall_schemas import CreateBead, SearchBeads, SearchMode, new_id
-from recall_schemas.coordination import Todo
+from recall_schemas import CreateBead, DeleteBead, SearchBeads, SearchMode, new_id
+from recall_schemas.coordination import MigrateSession, Todo
+from recall_schemas.forget import ForgetBead
 from recall_schemas.events import DeadLetter
 from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
 
-from tests.conftest import new_ai, team
+from tests.conftest import Interleaved, new_ai, team
 
 # --- events -----------------------------------------------------------------------------------
 
@@ -279,6 +282,53 @@ async def test_beads_stamped_in_the_same_millisecond_chain_in_the_order_of_their
     ids = sorted(b["bead_id"] for b in beads)
     assert {b["created_at"] for b in beads} == {moment}
     assert rows == sorted(zip(ids[1:], ids, strict=False))
+
+
+BOUNDARIES = pytest.mark.parametrize("after", range(5), ids=lambda k: f"after-query-{k}")
+
+
+@LINKED
+@BOUNDARIES
+async def test_a_create_landing_inside_another_creates_link_keeps_the_chain(hub, monkeypatch, after, in_create):
+    """Three beads of one author's session stamped 1, 2, 3: 3 commits first, then 1, and 2 lands at each query
+    boundary of 1's create. Each bead follows the one stamped before it, and only that one."""
+    me, session = new_ai(), new_id("s")
+    beads = [new_bead_props(me, CreateBead(title=f"step {i}", session_id=session), new_moments())[0]
+             for i in range(3)]
+    await _create_linked(hub, me, beads[2], in_create)
+    interleaved = Interleaved(monkeypatch, hub, after, lambda: _create_linked(hub, me, beads[1], in_create))
+    await interleaved.run(lambda: _create_linked(hub, me, beads[0], in_create))
+    ids = [b["bead_id"] for b in beads]
+    assert await _session_links(hub, session) == sorted(zip(ids[1:], ids, strict=False))
+
+
+@pytest.mark.parametrize("write", ["delete", "forget", "late create"])
+@pytest.mark.parametrize("at", [0, 1, 3, 4])
+@BOUNDARIES
+async def test_a_write_landing_inside_a_migration_keeps_the_chain(connect, hub, monkeypatch, write, at, after):
+    """A migration merges two sessions of an author into one chain, while a write to them lands at each query
+    boundary of the migration: a delete or forget of bead ``at`` (by its author at another hub, or by a teammate),
+    or a create into the merged session stamped just after bead ``at`` that commits only now. The session is one chain of its beads in
+    the order of their stamps."""
+    agent = await connect()
+    me = agent.ai_id
+    old, new = new_id("s"), new_id("s")
+    ids: list[str] = []
+    for i, session in enumerate([new, old, new, old, new, new]):
+        ids.append((await agent.create_bead(f"step {i}", session_id=session)).bead_id)
+        if i == at:
+            late = new_bead_props(me, CreateBead(title="late", session_id=new), new_moments())[0]
+    others = {
+        "delete": lambda: bead_ops.delete_bead(hub, me, DeleteBead(bead_id=ids[at])),
+        "forget": lambda: forget_bead(hub, me, ForgetBead(bead_id=ids[at], reason="wrong", allow_again=True)),
+        "late create": lambda: _create_linked(hub, me, late, in_create=True),
+    }
+    interleaved = Interleaved(monkeypatch, hub, after, others[write])
+    await interleaved.run(
+        lambda: migrate_session_with_memories(hub, me, MigrateSession(old_session_id=old, new_session_id=new))
+    )
+    chain = ids[: at + 1] + [late["bead_id"]] + ids[at + 1 :] if write == "late create" else ids[:at] + ids[at + 1 :]
+    assert await _session_links(hub, new) == sorted(zip(chain[1:], chain, strict=False))
 
 
 async def test_session_integrity_check_reports_inconsistent_beads(connect, hub):

@@ -91,22 +91,24 @@ class Preceding:
 
 _LINK_TO_PREDECESSOR = (
     # After a WITH binding b (a bead of the session $session_id) and fresh (link only then): b FOLLOWS_FROM the
-    # author's bead of the session stamped just before it; the bead that followed that one but was stamped after b
-    # (it committed first) follows b instead. Binds first (b follows nothing) and moved (the beads re-linked).
+    # author's bead of the session stamped just before it, and the one stamped just after it (usually none: it
+    # committed first) follows b and nothing else of the chain — what it followed before b came is b's predecessor
+    # now, or nothing was there. One query, so no other write to the chain lands between its reads and its writes.
+    # Binds moved (the beads re-linked); b and fresh are kept.
     "OPTIONAL MATCH (p:Bead) WHERE fresh AND p.session_id = $session_id AND p.created_by = b.created_by "
     f"AND p.bead_id <> b.bead_id AND {STAMPED_BEFORE.format('p', 'b')} "
     "WITH b, fresh, p ORDER BY p.created_at DESC, p.bead_id DESC LIMIT 1 "
-    # The beads stamped after b (usually none), and of them the one that follows p: both ends bound, the edge is
-    # looked up between them (walking p's incoming edges in a query that has just written is ~0.5 ms).
-    "OPTIONAL MATCH (n:Bead) WHERE p IS NOT NULL AND n.session_id = $session_id AND n.created_by = b.created_by "
-    f"AND {STAMPED_BEFORE.format('b', 'n')} "
-    "OPTIONAL MATCH (n)-[old:FOLLOWS_FROM]->(p) WHERE old.metadata = $meta "
-    "WITH b, fresh, p, collect(CASE WHEN old IS NULL THEN NULL ELSE [n, old] END) AS follow_p "
     f"FOREACH (x IN CASE WHEN p IS NULL THEN [] ELSE [p] END | {follows_link('b', 'x')}) "
-    "FOREACH (pair IN follow_p | DELETE pair[1]) "
-    "WITH b, fresh, p, [pair IN follow_p | pair[0]] AS later "
-    f"FOREACH (x IN later | {follows_link('x', 'b')}) "
-    "WITH b, fresh, p IS NULL AND fresh AS first, [x IN later | x.bead_id] AS moved "
+    "WITH b, fresh "
+    "OPTIONAL MATCH (n:Bead) WHERE fresh AND n.session_id = $session_id AND n.created_by = b.created_by "
+    f"AND n.bead_id <> b.bead_id AND {STAMPED_BEFORE.format('b', 'n')} "
+    "WITH b, fresh, n ORDER BY n.created_at, n.bead_id LIMIT 1 "
+    "OPTIONAL MATCH (n)-[old:FOLLOWS_FROM]->(e:Bead) WHERE old.metadata = $meta AND e.session_id = $session_id "
+    "AND e.created_by = b.created_by AND e.bead_id <> b.bead_id "
+    "WITH b, fresh, n, collect(old) AS stale "
+    "FOREACH (o IN stale | DELETE o) "
+    f"FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | {follows_link('x', 'b')}) "
+    "WITH b, fresh, CASE WHEN n IS NULL THEN [] ELSE [n.bead_id] END AS moved "
 )
 
 
@@ -328,7 +330,7 @@ class BeadStore:
         )
         linking = follows is not None and session_id is not None
         if linking:
-            cypher += "WITH b, fresh " + _LINK_TO_PREDECESSOR + "RETURN properties(b), fresh, first, moved"
+            cypher += "WITH b, fresh " + _LINK_TO_PREDECESSOR + "RETURN properties(b), fresh, moved"
         else:
             cypher += "RETURN properties(b), fresh"
         params = {
@@ -342,8 +344,7 @@ class BeadStore:
         stored, fresh = dict(rows[0][0]), bool(rows[0][1])
         if not linking or not fresh:
             return Stored(stored, fresh)
-        assert follows is not None and session_id is not None
-        return Stored(stored, fresh, await self._relinked(stored["bead_id"], session_id, follows, *rows[0][2:]))
+        return Stored(stored, fresh, [str(b) for b in rows[0][2] or []])
 
     async def create_many(self, caller: str, items: Sequence[tuple[Props, str]]) -> dict[int, tuple[Props, bool]]:
         """:meth:`create` for many beads in one query: ``items`` are ``(props, idempotency key)``. Returns,
@@ -638,62 +639,34 @@ class BeadStore:
         session is a parameter: matched on ``b.session_id`` FalkorDB scans every bead instead of using the index."""
         rows = await self.graph.query(
             "MATCH (b:Bead {bead_id: $bead_id}) WHERE b.session_id = $session_id WITH b, true AS fresh "
-            + _LINK_TO_PREDECESSOR + "RETURN first, moved",
+            + _LINK_TO_PREDECESSOR + "RETURN moved",
             {"bead_id": bead_id, "session_id": session_id, "meta": note},
         )
-        if not rows:
-            return []
-        first, moved = rows[0]
-        return await self._relinked(bead_id, session_id, note, first, moved)
-
-    async def _relinked(
-        self, bead_id: str, session_id: str, note: str, first: bool, moved: list[str] | None
-    ) -> list[str]:
-        """What :data:`_LINK_TO_PREDECESSOR` re-linked; when ``bead_id`` is the first of its chain, the bead after it
-        may have committed first and follow nothing: it follows ``bead_id`` now."""
-        if not first:
-            return [str(b) for b in moved or []]
-        rows = await self.graph.query(
-            "MATCH (b:Bead {bead_id: $bead_id}) "
-            "MATCH (n:Bead) WHERE n.session_id = $session_id AND n.created_by = b.created_by "
-            f"AND n.bead_id <> b.bead_id AND {STAMPED_BEFORE.format('b', 'n')} "
-            "WITH b, n ORDER BY n.created_at, n.bead_id LIMIT 1 "
-            "WHERE NOT (n)-[:FOLLOWS_FROM]->(:Bead {session_id: $session_id}) "
-            + follows_link("n", "b") + "RETURN n.bead_id",
-            {"bead_id": bead_id, "session_id": session_id, "meta": note},
-        )
-        return [str(row[0]) for row in rows]
+        return [str(b) for b in rows[0][0] or []] if rows else []
 
     async def system_rechain_session(self, session_id: str, author: str, note: str) -> list[str]:
         """Link ``author``'s beads of the session in the order of their stamps — each ``FOLLOWS_FROM`` the one
         stamped before it — and remove the hub's own links among them that no longer say so: after beads moved in
-        from another session (a migration into one that already held some). Returns the beads whose link changed
-        (their keyword documents hold the words of the bead they follow)."""
-        rows = await self.graph.values(
+        from another session (a migration into one that already held some). One query: a delete, forget or create
+        in the session lands before it or after it, never between its read and its writes. Returns the beads whose
+        link changed (their keyword documents hold the words of the bead they follow)."""
+        rows = await self.graph.query(
             "MATCH (b:Bead) WHERE b.session_id = $session_id AND b.created_by = $author "
-            "OPTIONAL MATCH (b)-[r:FOLLOWS_FROM]->(e:Bead) WHERE r.metadata = $meta AND e.session_id = $session_id "
+            "WITH b ORDER BY b.created_at, b.bead_id WITH collect(b) AS chain "
+            "UNWIND range(0, size(chain) - 1) AS i "
+            "WITH chain[i] AS b, CASE WHEN i = 0 THEN NULL ELSE chain[i - 1] END AS wanted "
+            "OPTIONAL MATCH (b)-[old:FOLLOWS_FROM]->(e:Bead) WHERE old.metadata = $meta AND e.session_id = $session_id "
             "AND e.created_by = $author "
-            "WITH b, collect(e.bead_id) AS follows RETURN b.bead_id, follows ORDER BY b.created_at, b.bead_id",
+            "WITH b, wanted, collect(CASE WHEN e.bead_id = wanted.bead_id THEN NULL ELSE old END) AS stale, "
+            "collect(CASE WHEN e.bead_id = wanted.bead_id THEN e ELSE NULL END) AS kept "
+            "FOREACH (o IN stale | DELETE o) "
+            "FOREACH (x IN CASE WHEN wanted IS NULL OR size(kept) > 0 THEN [] ELSE [wanted] END | "
+            + follows_link("b", "x") + ") "
+            "WITH b, size(stale) > 0 OR (wanted IS NOT NULL AND size(kept) = 0) AS changed WHERE changed "
+            "RETURN b.bead_id ORDER BY b.bead_id",
             {"session_id": session_id, "author": author, "meta": note},
         )
-        order = [str(row[0]) for row in rows]
-        follows = {str(row[0]): set(row[1] or []) for row in rows}
-        wanted = dict(zip(order[1:], order, strict=False))
-        drop = [[b, e] for b in order for e in sorted(follows[b]) if wanted.get(b) != e]
-        add = [[b, e] for b, e in wanted.items() if e not in follows[b]]
-        if drop:
-            await self.graph.query(
-                "UNWIND $pairs AS pair MATCH (b:Bead {bead_id: pair[0]})-[r:FOLLOWS_FROM]->(e:Bead {bead_id: pair[1]}) "
-                "WHERE r.metadata = $meta DELETE r",
-                {"pairs": drop, "meta": note},
-            )
-        if add:
-            await self.graph.query(
-                "UNWIND $pairs AS pair MATCH (b:Bead {bead_id: pair[0]}) MATCH (e:Bead {bead_id: pair[1]}) "
-                + follows_link("b", "e"),
-                {"pairs": add, "meta": note},
-            )
-        return sorted({b for b, _ in drop} | {b for b, _ in add})
+        return [str(row[0]) for row in rows]
 
     async def system_link_related_many(self, links: list[dict[str, Any]], note: str) -> None:
         """``RELATED_TO`` edges ``{"from", "id", "sim"}``, idempotent, in one query."""
