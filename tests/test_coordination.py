@@ -27,8 +27,8 @@ from recall_hub.timeutil import new_moments
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import CreateBead, DeleteBead, SearchBeads, SearchMode, new_id
 from recall_schemas.coordination import MigrateSession, Todo
-from recall_schemas.forget import ForgetBead
 from recall_schemas.events import DeadLetter
+from recall_schemas.forget import ForgetBead
 from recall_schemas.subjects import DEAD_LETTER_ROOT, event_subject
 
 from tests.conftest import Interleaved, new_ai, team
@@ -308,8 +308,8 @@ async def test_a_create_landing_inside_another_creates_link_keeps_the_chain(hub,
 async def test_a_write_landing_inside_a_migration_keeps_the_chain(connect, hub, monkeypatch, write, at, after):
     """A migration merges two sessions of an author into one chain, while a write to them lands at each query
     boundary of the migration: a delete or forget of bead ``at`` (by its author at another hub, or by a teammate),
-    or a create into the merged session stamped just after bead ``at`` that commits only now. The session is one chain of its beads in
-    the order of their stamps."""
+    or a create into the merged session stamped just after bead ``at`` that commits only now. The session is one
+    chain of its beads in the order of their stamps."""
     agent = await connect()
     me = agent.ai_id
     old, new = new_id("s"), new_id("s")
@@ -327,7 +327,7 @@ async def test_a_write_landing_inside_a_migration_keeps_the_chain(connect, hub, 
     await interleaved.run(
         lambda: migrate_session_with_memories(hub, me, MigrateSession(old_session_id=old, new_session_id=new))
     )
-    chain = ids[: at + 1] + [late["bead_id"]] + ids[at + 1 :] if write == "late create" else ids[:at] + ids[at + 1 :]
+    chain = [*ids[: at + 1], late["bead_id"], *ids[at + 1 :]] if write == "late create" else ids[:at] + ids[at + 1 :]
     assert await _session_links(hub, new) == sorted(zip(chain[1:], chain, strict=False))
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from conftest import ClientFactory, new_ai, team
+from conftest import ClientFactory, Interleaved, new_ai, team
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
@@ -19,7 +19,7 @@ from recall_hub.ops import after_commit
 from recall_hub.ops.beads import create_bead, delete_bead, update_bead
 from recall_hub.retrieval.freshness import handed_off_work_done
 from recall_hub.store.vectors import scope_of
-from recall_schemas import Conflict, CreateBead, DeleteBead, UpdateBead, new_id
+from recall_schemas import Conflict, CreateBead, DeleteBead, NotFound, UpdateBead, new_id
 from recall_schemas.requests import BeadUpdates
 
 
@@ -80,6 +80,37 @@ async def test_concurrent_scope_changes_leave_one_vector_in_the_current_scope(co
         assert stored["vec_scope"] == scope_of(stored)
         await ops.delete_bead(bead.bead_id)
         assert await _scopes_holding(hub, bead.bead_id, scopes) == []
+
+
+@pytest.mark.parametrize("other", ["delete", "move back"])
+@pytest.mark.parametrize("after", range(8), ids=lambda k: f"after-query-{k}")
+async def test_a_write_landing_inside_a_moves_work_leaves_vectors_only_where_the_bead_is(isolated, monkeypatch,
+                                                                                           other, after):
+    """A bead moves from one scope to another while a delete of it, or a move back, lands at each query boundary
+    of the move (its commit, then its work: reading the bead, storing its vectors in the new scope, removing the
+    old ones, marking where they are). Once both are settled the bead's vectors sit in its scope, and nowhere
+    once it is deleted — never in a scope a work read on its way."""
+    ctx, _ = isolated
+    owner = new_ai("a")
+    scopes = ["global", f"private:{owner}"]
+    bead = await create_bead(ctx, owner, CreateBead(title="moving", content="to and fro", visibility="global"))
+    await handed_off_work_done(ctx)
+    writes = {
+        "delete": lambda: delete_bead(ctx, owner, DeleteBead(bead_id=bead.bead_id)),
+        "move back": lambda: update_bead(
+            ctx, owner, UpdateBead(bead_id=bead.bead_id, updates=BeadUpdates(visibility="global"))
+        ),
+    }
+
+    async def move() -> None:
+        with contextlib.suppress(NotFound):  # the delete landed before the move's commit: refused, an answer too
+            await update_bead(ctx, owner, UpdateBead(bead_id=bead.bead_id, updates=BeadUpdates(visibility="private")))
+
+    await Interleaved(monkeypatch, ctx, after, writes[other]).run(move)
+    await handed_off_work_done(ctx)
+    assert await ctx.outbox.system_depth() == 0
+    stored = await ctx.beads.system_get(bead.bead_id)
+    assert await _scopes_holding(ctx, bead.bead_id, scopes) == ([] if stored is None else [scope_of(stored)])
 
 
 # --- nothing about invisible beads on secondary paths -----------------------------------------

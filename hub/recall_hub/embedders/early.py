@@ -41,20 +41,22 @@ class EarlyVectors(Generic[V]):
         started_texts, future = found
         if started_texts == tuple(texts):
             return future
-        _discard(future)
+        discard(future)
         return None
 
     def drop(self, bead_id: str) -> None:
         """Forget the embedding of ``bead_id`` nobody took (cancelled if still running)."""
         found = self._started.pop(bead_id, None)
         if found is not None:
-            _discard(found[1])
+            discard(found[1])
 
     def __len__(self) -> int:
         return len(self._started)
 
 
-def _discard(future: asyncio.Future[Any]) -> None:
+def discard(future: asyncio.Future[Any]) -> None:
+    """Let go of an embedding taken or kept but not to be awaited: cancelled if still running, its failure
+    retrieved (logged at debug) so it is not reported as never retrieved."""
     if future.done():
         if not future.cancelled():
             future.exception()  # retrieved, so a failure nobody needed is not reported as never retrieved

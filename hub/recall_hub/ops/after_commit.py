@@ -192,10 +192,11 @@ async def _work(ctx: HubContext, entry: OutboxEntry, created: Created | None = N
     if entry.kind == "created" and props is not None:
         # A created bead is always embedded here; its neighbours are linked while its vectors are being stored.
         await sync_bead_vector(
-            ctx, entry.bead_id, props, [entry.old_vec], reembed, alongside=lambda v: _link_related(ctx, props, v)
+            ctx, entry.bead_id, props, entry.old_vector_scopes, reembed,
+            alongside=lambda v: _link_related(ctx, props, v),
         )
     elif entry.kind != "attributes" or props is not None:
-        await sync_bead_vector(ctx, entry.bead_id, props, [entry.old_vec], reembed)
+        await sync_bead_vector(ctx, entry.bead_id, props, entry.old_vector_scopes, reembed)
     if entry.kind == "attributes":
         return  # a move between sessions: filters follow, the change log does not record it
     await ctx.feed.log_once(_changes(entry, props, None if created is None else created.props))

@@ -16,6 +16,7 @@ from recall_schemas import Unavailable
 from recall_hub.context import HubContext
 from recall_hub.embedders import EmbedderError
 from recall_hub.embedders.base import Span, SpanPooling, TokenReading
+from recall_hub.embedders.early import discard
 from recall_hub.retrieval.keyword import STOPWORDS
 from recall_hub.store.vectors import BeadVectors
 
@@ -174,5 +175,11 @@ async def embed_beads(ctx: HubContext, beads: Sequence[Mapping[str, Any]]) -> li
     taken = ctx.early_vectors.take
     early = [taken(str(props.get("bead_id")), texts) for props, texts in zip(beads, chunks, strict=True)]
     missing = [texts for texts, started in zip(chunks, early, strict=True) if started is None]
-    rest = iter(await _embed_many(ctx, missing))
-    return [await started if started is not None else next(rest) for started in early]
+    try:
+        rest = iter(await _embed_many(ctx, missing))
+        return [await started if started is not None else next(rest) for started in early]
+    except BaseException:  # the embeddings taken and not awaited yet are let go, their failures retrieved
+        for started in early:
+            if started is not None:
+                discard(started)
+        raise

@@ -59,10 +59,12 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     old_feed = feed_scope_of(before) if before else "null"
     new_feed = feed_scope_of(after) if after else "null"
     old_vec = f"coalesce({before}.vec_scope, {vector_scope_of(before)})" if before else "null"
+    old_scope = vector_scope_of(before) if before else "null"
     return (
         f"CREATE (:Outbox {{entry_id: $ob_id + ':{kind}:' + {bead}.bead_id, at: $ob_at, kind: '{kind}', "
         f"bead_id: {bead}.bead_id, by: $caller, old_feed: {old_feed}, new_feed: {new_feed}, "
-        f"old_vec: {old_vec}, text_changed: {text_changed}, attempts: 0, retry_at: 0, error: ''}})"
+        f"old_vec: {old_vec}, old_scope: {old_scope}, text_changed: {text_changed}, attempts: 0, retry_at: 0, "
+        "error: ''})"
     )
 
 
@@ -112,17 +114,30 @@ class OutboxEntry:
     old_feed: str | None
     new_feed: str | None
     old_vec: str | None
+    """Where the bead's vectors were marked as stored when the write committed (``vec_scope``)."""
+    old_scope: str | None
+    """The bead's scope before the write. Not always ``old_vec``: an earlier entry's work may be storing the
+    vectors there right now, not marked yet (it read the bead before this write) — this entry's work removes both."""
     text_changed: bool
     attempts: int
 
+    @property
+    def old_vector_scopes(self) -> list[str | None]:
+        """Every scope the bead's vectors may sit in as this entry's write left them."""
+        return [self.old_vec, self.old_scope]
 
-_FIELDS = "o.entry_id, o.at, o.kind, o.bead_id, o.by, o.old_feed, o.new_feed, o.old_vec, o.text_changed, o.attempts"
+
+_FIELDS = (
+    "o.entry_id, o.at, o.kind, o.bead_id, o.by, o.old_feed, o.new_feed, o.old_vec, o.old_scope, o.text_changed, "
+    "o.attempts"
+)
 
 
 def _entry(row: list[Any]) -> OutboxEntry:
-    entry_id, at, kind, bead_id, by, old_feed, new_feed, old_vec, text_changed, attempts = row
+    entry_id, at, kind, bead_id, by, old_feed, new_feed, old_vec, old_scope, text_changed, attempts = row
     return OutboxEntry(
-        entry_id, int(at), kind, bead_id, by, old_feed, new_feed, old_vec, bool(text_changed), int(attempts or 0)
+        entry_id, int(at), kind, bead_id, by, old_feed, new_feed, old_vec, old_scope, bool(text_changed),
+        int(attempts or 0),
     )
 
 
