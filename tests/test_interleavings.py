@@ -1,0 +1,147 @@
+"""Two writes to the same beads and sessions, the second landing at every query boundary of the first.
+
+A team's writes arrive at two hubs at once; each is atomic where it must be, and its follow-up work (vectors,
+links, the change feed) runs after it under the bead's lock. Whatever order their queries interleave in,
+what they leave must be what either order would leave: every live bead's vectors in its scope and nowhere
+else (none for a bead that is gone), each author's session one chain of its beads in the order of their
+stamps, and no follow-up work left behind. Each pair of writes below is run once for every boundary between
+the first one's graph queries (:class:`conftest.Interleaved`); the random team workload
+(``tests/test_team_workload.py``) meets the same interleavings only by chance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import Interleaved, new_ai
+from recall_hub.context import HubContext
+from recall_hub.ops import beads as bead_ops
+from recall_hub.ops.after_commit import settle_quietly
+from recall_hub.ops.beads import new_bead_props
+from recall_hub.ops.forget import forget_bead
+from recall_hub.ops.history import supersede_bead
+from recall_hub.ops.sessions import migrate_session_with_memories
+from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.store.sessions import AUTO_LINK_NOTE
+from recall_hub.store.vectors import scope_of
+from recall_hub.timeutil import new_moments
+from recall_schemas import CreateBead, DeleteBead, RecallError, UpdateBead, new_id
+from recall_schemas.coordination import MigrateSession
+from recall_schemas.forget import ForgetBead
+from recall_schemas.history import SupersedeBead
+from recall_schemas.requests import BeadUpdates
+
+
+@dataclass
+class Scene:
+    """One author's two sessions: ``main`` holds beads 0, 2 and 3, ``side`` bead 1 (stamped in that order); a
+    create stamped between beads 0 and 1 is ready to commit late."""
+
+    hub: HubContext
+    me: str
+    main: str
+    side: str
+    ids: list[str] = field(default_factory=list)
+    late: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scopes(self) -> list[str]:
+        return ["global", f"private:{self.me}"]
+
+
+async def _scene(hub: HubContext) -> Scene:
+    scene = Scene(hub, new_ai(), new_id("s"), new_id("s"))
+    for i, session in enumerate([scene.main, scene.side, scene.main, scene.main]):
+        bead = await bead_ops.create_bead(
+            hub, scene.me, CreateBead(title=f"step {i}", content=f"work item {i} of the release", session_id=session,
+                                      visibility="global")
+        )
+        scene.ids.append(bead.bead_id)
+        if i == 0:
+            scene.late = new_bead_props(
+                scene.me, CreateBead(title="late step", session_id=scene.main, visibility="global"), new_moments()
+            )[0]
+    await handed_off_work_done(hub)
+    return scene
+
+
+def _update(scene: Scene, index: int, **updates: Any) -> Awaitable[object]:
+    request = UpdateBead(bead_id=scene.ids[index], updates=BeadUpdates(**updates))
+    return bead_ops.update_bead(scene.hub, scene.me, request)
+
+
+async def _late_create(scene: Scene) -> None:
+    outcome = await scene.hub.beads.create(
+        scene.me, scene.late, idem=f"{scene.me}:{scene.late['bead_id']}", follows=AUTO_LINK_NOTE
+    )
+    assert outcome is not None
+    await scene.hub.index_log.append_many([*(outcome.relinked or []), scene.late["bead_id"]])
+    await settle_quietly(scene.hub, scene.late["bead_id"])
+
+
+WRITES: dict[str, Callable[[Scene], Awaitable[object]]] = {
+    "move": lambda s: _update(s, 2, visibility="private"),
+    "move back": lambda s: _update(s, 2, visibility="global"),
+    "rewrite": lambda s: _update(s, 2, content="the release slipped a week"),
+    "delete": lambda s: bead_ops.delete_bead(s.hub, s.me, DeleteBead(bead_id=s.ids[2])),
+    "forget": lambda s: forget_bead(s.hub, s.me, ForgetBead(bead_id=s.ids[2], reason="wrong", allow_again=True)),
+    "delete neighbour": lambda s: bead_ops.delete_bead(s.hub, s.me, DeleteBead(bead_id=s.ids[3])),
+    "migrate": lambda s: migrate_session_with_memories(
+        s.hub, s.me, MigrateSession(old_session_id=s.side, new_session_id=s.main)
+    ),
+    "late create": _late_create,
+    "supersede": lambda s: supersede_bead(s.hub, s.me, SupersedeBead(old_id=s.ids[0], new_id=s.ids[2])),
+}
+"""Writes of one author to the scene (a teammate's would be refused or the same): each may be refused once the
+other has landed — a refusal is an answer too."""
+
+PAIRS = [pair for pair in itertools.product(sorted(WRITES), repeat=2) if pair != ("late create", "late create")]
+BOUNDARIES = range(9)
+"""After each of the first write's queries, up to its last (the longest makes 8: a move, re-stored in its new scope)."""
+
+
+async def _answered(write: Awaitable[object]) -> None:
+    with contextlib.suppress(RecallError):
+        await write
+
+
+async def _check(scene: Scene) -> None:
+    hub = scene.hub
+    await handed_off_work_done(hub)
+    beads = [*scene.ids, scene.late["bead_id"]]
+    assert await hub.outbox.system_pending_many(beads) == {b: [] for b in beads}
+    live: dict[str, dict[str, Any]] = {}
+    for bead_id in beads:
+        props = await hub.beads.system_get(bead_id)
+        holding = [s for s in scene.scopes if await hub.vectors.vector(bead_id, s) is not None]
+        assert holding == ([] if props is None else [scope_of(props)]), f"{bead_id}'s vectors"
+        if props is not None:
+            live[bead_id] = props
+    for session in (scene.main, scene.side):
+        chain = sorted((p for p in live.values() if p.get("session_id") == session),
+                       key=lambda p: (p["created_at"], p["bead_id"]))
+        rows = await hub.graph.ro_query(
+            "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session AND y.session_id = $session "
+            "RETURN x.bead_id, y.bead_id",
+            {"session": session},
+        )
+        ids = [p["bead_id"] for p in chain]
+        assert sorted((str(a), str(b)) for a, b in rows) == sorted(zip(ids[1:], ids, strict=False)), session
+
+
+@pytest.mark.parametrize("first,second", PAIRS, ids=[f"{a}|{b}" for a, b in PAIRS])
+async def test_two_writes_leave_what_either_order_would_whatever_their_queries_interleave(
+    hub: HubContext, monkeypatch: pytest.MonkeyPatch, first: str, second: str
+) -> None:
+    scenes = [await _scene(hub) for _ in BOUNDARIES]
+    for after, scene in zip(BOUNDARIES, scenes, strict=True):
+        with monkeypatch.context() as patch:
+            interleaved = Interleaved(patch, hub, after, lambda s=scene: _answered(WRITES[second](s)))
+            await interleaved.run(lambda s=scene: _answered(WRITES[first](s)))
+        await _check(scene)
+    assert interleaved.calls <= BOUNDARIES[-1], f"{first} makes {interleaved.calls} queries: add boundaries"
