@@ -2,9 +2,10 @@
 
 A team's writes arrive at two hubs at once; each is atomic where it must be, and its follow-up work (vectors,
 links, the change feed) runs after it under the bead's lock. Whatever order their queries interleave in,
-what they leave must be what either order would leave: every live bead's vectors in its scope and nowhere
-else (none for a bead that is gone), each author's session one chain of its beads in the order of their
-stamps, and no follow-up work left behind. Each pair of writes below is run once for every boundary between
+what they leave must be what either order would leave: every live bead's vectors and token signs in its scope
+and nowhere else (none for a bead that is gone), the keyword index finding each bead by the words it holds now
+and by no others, each author's session one chain of its beads in the order of their stamps, and no follow-up
+work left behind. Each pair of writes below is run once for every boundary between
 the first one's graph queries (:class:`conftest.Interleaved`); the random team workload
 (``tests/test_team_workload.py``) meets the same interleavings only by chance.
 """
@@ -27,10 +28,11 @@ from recall_hub.ops.forget import forget_bead
 from recall_hub.ops.history import supersede_bead
 from recall_hub.ops.sessions import migrate_session_with_memories
 from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.search import search_beads
 from recall_hub.store.sessions import AUTO_LINK_NOTE
 from recall_hub.store.vectors import scope_of
 from recall_hub.timeutil import new_moments
-from recall_schemas import CreateBead, DeleteBead, RecallError, UpdateBead, new_id
+from recall_schemas import CreateBead, DeleteBead, RecallError, SearchBeads, SearchMode, UpdateBead, new_id
 from recall_schemas.coordination import MigrateSession
 from recall_schemas.forget import ForgetBead
 from recall_schemas.history import SupersedeBead
@@ -48,6 +50,8 @@ class Scene:
     side: str
     ids: list[str] = field(default_factory=list)
     late: dict[str, Any] = field(default_factory=dict)
+    words: dict[str, str] = field(default_factory=dict)
+    """Each bead's own word, by id (the late one's too)."""
 
     @property
     def scopes(self) -> list[str]:
@@ -56,16 +60,19 @@ class Scene:
 
 async def _scene(hub: HubContext) -> Scene:
     scene = Scene(hub, new_ai(), new_id("s"), new_id("s"))
+    marker = scene.main[2:]
     for i, session in enumerate([scene.main, scene.side, scene.main, scene.main]):
+        word = f"w{i}x{marker}"
         bead = await bead_ops.create_bead(
-            hub, scene.me, CreateBead(title=f"step {i}", content=f"work item {i} of the release", session_id=session,
-                                      visibility="global")
+            hub, scene.me, CreateBead(title=f"step {i}", content=f"work item {word} of the release",
+                                      session_id=session, visibility="global")
         )
         scene.ids.append(bead.bead_id)
+        scene.words[bead.bead_id] = word
         if i == 0:
-            scene.late = new_bead_props(
-                scene.me, CreateBead(title="late step", session_id=scene.main, visibility="global"), new_moments()
-            )[0]
+            late = CreateBead(title=f"late step lx{marker}", session_id=scene.main, visibility="global")
+            scene.late = new_bead_props(scene.me, late, new_moments())[0]
+            scene.words[scene.late["bead_id"]] = f"lx{marker}"
     await handed_off_work_done(hub)
     return scene
 
@@ -115,11 +122,18 @@ async def _check(scene: Scene) -> None:
     await handed_off_work_done(hub)
     beads = [*scene.ids, scene.late["bead_id"]]
     assert await hub.outbox.system_pending_many(beads) == {b: [] for b in beads}
+    await hub.keywords.catch_up(hub.index_log.last_appended)
     live: dict[str, dict[str, Any]] = {}
     for bead_id in beads:
         props = await hub.beads.system_get(bead_id)
-        holding = [s for s in scene.scopes if await hub.vectors.vector(bead_id, s) is not None]
-        assert holding == ([] if props is None else [scope_of(props)]), f"{bead_id}'s vectors"
+        where = [] if props is None else [scope_of(props)]
+        assert [s for s in scene.scopes if await hub.vectors.vector(bead_id, s) is not None] == where, bead_id
+        signed = [s for s in scene.scopes if await hub.redis.hexists(hub.vectors.signs_key(s), bead_id)]
+        assert signed == where, f"{bead_id}'s token signs"
+        word = scene.words[bead_id]
+        holds = props is not None and word in f"{props['title']} {props.get('content') or ''}"
+        found = await search_beads(hub, scene.me, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
+        assert (bead_id in [h.bead.bead_id for h in found.hits]) == holds, f"{bead_id} by its word {word}"
         if props is not None:
             live[bead_id] = props
     for session in (scene.main, scene.side):
