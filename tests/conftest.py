@@ -18,7 +18,7 @@ import secrets
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,21 @@ async def hub_service(settings: HubSettings) -> AsyncIterator[HubService]:
 async def hub(hub_service: HubService) -> HubContext:
     """The serving hub's context, so tests can also call domain functions directly."""
     return hub_service.ctx
+
+
+@pytest.fixture(scope="module")
+async def two_hubs(settings: HubSettings, hub: HubContext) -> AsyncIterator[tuple[HubContext, HubContext]]:
+    """The tests' hub and a second hub process on the same graph, for a test module: the bus hands each request to
+    either. Starts once the tests' hub has done the work earlier tests handed it and the second hub has built its
+    keyword index:
+    a reader waits for the embedding of the creates before its read only so long (``index_wait_s``), and a test
+    is to meet its own backlog, not theirs."""
+    await hub.background.wait_for_earlier()
+    async with running_hub(settings) as second:
+        await second.ctx.keywords.catch_up()  # its keyword index built from the graph before the workload starts
+        yield hub, second.ctx
+        for ctx in (hub, second.ctx):
+            await ctx.background.wait_for_earlier()
 
 
 def new_ai(kind: str = "a") -> str:
@@ -263,17 +278,21 @@ class Interleaved:
     test (or after that operation, if it makes fewer): each query boundary a place where another hub's write can
     land. ``other`` runs as its own task until its first write is committed; what it does after that (after-commit
     work that may wait for the locks of the operation under test) goes on beside it, and :meth:`run` waits for it at
-    the end. Only the queries of the two operations count — not those of the hub's background work."""
+    the end. Only the queries of the two operations count — not those of the hubs' background work. ``hubs``: the
+    hub contexts the two operations run in (the other may run in a second one, a hub process of its own)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, hub: HubContext, after: int,
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, hubs: HubContext | Sequence[HubContext], after: int,
                  other: Callable[[], Awaitable[object]]) -> None:
         self.after, self.other, self.calls = after, other, 0
         self.task: asyncio.Task[object] | None = None
         self.wrote = asyncio.Event()
-        graph = hub.graph
-        monkeypatch.setattr(graph, "query", self._wrap(graph.query, lambda kwargs: True))
-        monkeypatch.setattr(graph, "values", self._wrap(graph.values, lambda kwargs: not kwargs.get("read_only", True)))
-        monkeypatch.setattr(graph, "ro_query", self._wrap(graph.ro_query, lambda kwargs: False))
+        def writes(kwargs: dict[str, object]) -> bool:
+            return not kwargs.get("read_only", True)
+
+        for graph in {id(h.graph): h.graph for h in ([hubs] if isinstance(hubs, HubContext) else hubs)}.values():
+            monkeypatch.setattr(graph, "query", self._wrap(graph.query, lambda kwargs: True))
+            monkeypatch.setattr(graph, "values", self._wrap(graph.values, writes))
+            monkeypatch.setattr(graph, "ro_query", self._wrap(graph.ro_query, lambda kwargs: False))
 
     def _wrap(self, original: Callable[..., Awaitable[object]],
               writes: Callable[[dict[str, object]], bool]) -> Callable[..., Awaitable[object]]:

@@ -3,11 +3,12 @@
 A team's writes arrive at two hubs at once; each is atomic where it must be, and its follow-up work (vectors,
 links, the change feed) runs after it under the bead's lock. Whatever order their queries interleave in,
 what they leave must be what either order would leave: every live bead's vectors and token signs in its scope
-and nowhere else (none for a bead that is gone), the keyword index finding each bead by the words it holds now
+and nowhere else (none for a bead that is gone), each hub's keyword index finding each bead by the words it holds now
 and by no others, each author's session one chain of its beads in the order of their stamps, and no follow-up
-work left behind. Each pair of writes below is run once for every boundary between
-the first one's graph queries (:class:`conftest.Interleaved`); the random team workload
-(``tests/test_team_workload.py``) meets the same interleavings only by chance.
+work left behind. Each pair of writes below is run once for every boundary between the first one's graph queries
+(:class:`conftest.Interleaved`), the second sent to the same hub at one boundary and to another hub process at
+the next (``-m slow``: to each at every boundary); the random team workload (``tests/test_team_workload.py``)
+meets the same interleavings only by chance.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from recall_schemas.requests import BeadUpdates
 @dataclass
 class Scene:
     """One author's two sessions: ``main`` holds beads 0, 2 and 3, ``side`` bead 1 (stamped in that order); a
-    create stamped between beads 0 and 1 is ready to commit late."""
+    create stamped between beads 0 and 1 is ready to commit late. Every text is made of this scene's own words
+    (the beads are global: another test's search must not meet them)."""
 
     hub: HubContext
     me: str
@@ -64,45 +66,45 @@ async def _scene(hub: HubContext) -> Scene:
     for i, session in enumerate([scene.main, scene.side, scene.main, scene.main]):
         word = f"w{i}x{marker}"
         bead = await bead_ops.create_bead(
-            hub, scene.me, CreateBead(title=f"step {i}", content=f"work item {word} of the release",
+            hub, scene.me, CreateBead(title=f"t{i}x{marker}", content=f"c{i}x{marker} {word}",
                                       session_id=session, visibility="global")
         )
         scene.ids.append(bead.bead_id)
         scene.words[bead.bead_id] = word
         if i == 0:
-            late = CreateBead(title=f"late step lx{marker}", session_id=scene.main, visibility="global")
+            late = CreateBead(title=f"lx{marker}", session_id=scene.main, visibility="global")
             scene.late = new_bead_props(scene.me, late, new_moments())[0]
             scene.words[scene.late["bead_id"]] = f"lx{marker}"
     await handed_off_work_done(hub)
     return scene
 
 
-def _update(scene: Scene, index: int, **updates: Any) -> Awaitable[object]:
+def _update(ctx: HubContext, scene: Scene, index: int, **updates: Any) -> Awaitable[object]:
     request = UpdateBead(bead_id=scene.ids[index], updates=BeadUpdates(**updates))
-    return bead_ops.update_bead(scene.hub, scene.me, request)
+    return bead_ops.update_bead(ctx, scene.me, request)
 
 
-async def _late_create(scene: Scene) -> None:
-    outcome = await scene.hub.beads.create(
-        scene.me, scene.late, idem=f"{scene.me}:{scene.late['bead_id']}", follows=AUTO_LINK_NOTE
-    )
+async def _late_create(ctx: HubContext, scene: Scene) -> None:
+    outcome = await ctx.beads.create(scene.me, scene.late, idem=f"{scene.me}:{scene.late['bead_id']}",
+                                     follows=AUTO_LINK_NOTE)
     assert outcome is not None
-    await scene.hub.index_log.append_many([*(outcome.relinked or []), scene.late["bead_id"]])
-    await settle_quietly(scene.hub, scene.late["bead_id"])
+    await ctx.index_log.append_many([*(outcome.relinked or []), scene.late["bead_id"]])
+    await settle_quietly(ctx, scene.late["bead_id"])
 
 
-WRITES: dict[str, Callable[[Scene], Awaitable[object]]] = {
-    "move": lambda s: _update(s, 2, visibility="private"),
-    "move back": lambda s: _update(s, 2, visibility="global"),
-    "rewrite": lambda s: _update(s, 2, content="the release slipped a week"),
-    "delete": lambda s: bead_ops.delete_bead(s.hub, s.me, DeleteBead(bead_id=s.ids[2])),
-    "forget": lambda s: forget_bead(s.hub, s.me, ForgetBead(bead_id=s.ids[2], reason="wrong", allow_again=True)),
-    "delete neighbour": lambda s: bead_ops.delete_bead(s.hub, s.me, DeleteBead(bead_id=s.ids[3])),
-    "migrate": lambda s: migrate_session_with_memories(
-        s.hub, s.me, MigrateSession(old_session_id=s.side, new_session_id=s.main)
+Write = Callable[[HubContext, Scene], Awaitable[object]]
+WRITES: dict[str, Write] = {
+    "move": lambda ctx, s: _update(ctx, s, 2, visibility="private"),
+    "move back": lambda ctx, s: _update(ctx, s, 2, visibility="global"),
+    "rewrite": lambda ctx, s: _update(ctx, s, 2, content=f"r{s.main[2:]}"),
+    "delete": lambda ctx, s: bead_ops.delete_bead(ctx, s.me, DeleteBead(bead_id=s.ids[2])),
+    "forget": lambda ctx, s: forget_bead(ctx, s.me, ForgetBead(bead_id=s.ids[2], reason="wrong", allow_again=True)),
+    "delete neighbour": lambda ctx, s: bead_ops.delete_bead(ctx, s.me, DeleteBead(bead_id=s.ids[3])),
+    "migrate": lambda ctx, s: migrate_session_with_memories(
+        ctx, s.me, MigrateSession(old_session_id=s.side, new_session_id=s.main)
     ),
     "late create": _late_create,
-    "supersede": lambda s: supersede_bead(s.hub, s.me, SupersedeBead(old_id=s.ids[0], new_id=s.ids[2])),
+    "supersede": lambda ctx, s: supersede_bead(ctx, s.me, SupersedeBead(old_id=s.ids[0], new_id=s.ids[2])),
 }
 """Writes of one author to the scene (a teammate's would be refused or the same): each may be refused once the
 other has landed — a refusal is an answer too."""
@@ -117,12 +119,14 @@ async def _answered(write: Awaitable[object]) -> None:
         await write
 
 
-async def _check(scene: Scene) -> None:
+async def _check(scene: Scene, hubs: tuple[HubContext, HubContext]) -> None:
     hub = scene.hub
-    await handed_off_work_done(hub)
+    for ctx in hubs:
+        await handed_off_work_done(ctx)
     beads = [*scene.ids, scene.late["bead_id"]]
     assert await hub.outbox.system_pending_many(beads) == {b: [] for b in beads}
-    await hub.keywords.catch_up(hub.index_log.last_appended)
+    for ctx in hubs:
+        await ctx.keywords.catch_up()  # everything logged by now
     live: dict[str, dict[str, Any]] = {}
     for bead_id in beads:
         props = await hub.beads.system_get(bead_id)
@@ -132,8 +136,9 @@ async def _check(scene: Scene) -> None:
         assert signed == where, f"{bead_id}'s token signs"
         word = scene.words[bead_id]
         holds = props is not None and word in f"{props['title']} {props.get('content') or ''}"
-        found = await search_beads(hub, scene.me, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
-        assert (bead_id in [h.bead.bead_id for h in found.hits]) == holds, f"{bead_id} by its word {word}"
+        for ctx in hubs:  # each hub's keyword index
+            found = await search_beads(ctx, scene.me, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
+            assert (bead_id in [h.bead.bead_id for h in found.hits]) == holds, f"{bead_id} by its word {word}"
         if props is not None:
             live[bead_id] = props
     for session in (scene.main, scene.side):
@@ -148,14 +153,24 @@ async def _check(scene: Scene) -> None:
         assert sorted((str(a), str(b)) for a, b in rows) == sorted(zip(ids[1:], ids, strict=False)), session
 
 
+WHERE = [
+    "alternating",  # boundary 0 at the same hub, 1 at the other, … : every boundary of every pair, in the default run
+    pytest.param("same hub", marks=pytest.mark.slow),
+    pytest.param("another hub", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("where", WHERE)
 @pytest.mark.parametrize("first,second", PAIRS, ids=[f"{a}|{b}" for a, b in PAIRS])
 async def test_two_writes_leave_what_either_order_would_whatever_their_queries_interleave(
-    hub: HubContext, monkeypatch: pytest.MonkeyPatch, first: str, second: str
+    two_hubs: tuple[HubContext, HubContext], monkeypatch: pytest.MonkeyPatch, first: str, second: str, where: str
 ) -> None:
+    hub, other_hub = two_hubs
     scenes = [await _scene(hub) for _ in BOUNDARIES]
     for after, scene in zip(BOUNDARIES, scenes, strict=True):
+        at = hub if where == "same hub" or (where == "alternating" and after % 2 == 0) else other_hub
         with monkeypatch.context() as patch:
-            interleaved = Interleaved(patch, hub, after, lambda s=scene: _answered(WRITES[second](s)))
-            await interleaved.run(lambda s=scene: _answered(WRITES[first](s)))
-        await _check(scene)
+            interleaved = Interleaved(patch, two_hubs, after, lambda s=scene, at=at: _answered(WRITES[second](at, s)))
+            await interleaved.run(lambda s=scene: _answered(WRITES[first](hub, s)))
+        await _check(scene, two_hubs)
     assert interleaved.calls <= BOUNDARIES[-1], f"{first} makes {interleaved.calls} queries: add boundaries"

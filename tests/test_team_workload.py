@@ -25,19 +25,17 @@ import os
 import random
 import secrets
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pytest
 from recall_client import RecallClient
-from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
 from recall_hub.ops.after_commit import sweep
 from recall_hub.retrieval.embedding import bead_text, embed_beads
 from recall_hub.retrieval.search import search_beads
-from recall_hub.service.server import running_hub
 from recall_hub.store.feed import feed_scope
 from recall_hub.store.vectors import SIGNS_KEPT, bead_of, scope_of, unpack_signs
 from recall_schemas import (
@@ -70,20 +68,6 @@ class Workload:
     answered: int = 0
     refused: int = 0
     marker: str = field(default_factory=lambda: f"m{secrets.token_hex(4)}")  # a word every text of this run holds
-
-
-@pytest.fixture
-async def two_hubs(settings: HubSettings, hub: HubContext) -> AsyncIterator[tuple[HubContext, HubContext]]:
-    """The tests' hub and a second hub process on the same graph: the bus hands each request to either. Starts
-    once the tests' hub has done the work earlier tests handed it and the second hub has built its keyword index:
-    a reader waits for the embedding of the creates before its read only so long (``index_wait_s``), and this
-    workload is to meet its own backlog, not theirs."""
-    await hub.background.wait_for_earlier()
-    async with running_hub(settings) as second:
-        await second.ctx.keywords.catch_up()  # its keyword index built from the graph before the workload starts
-        yield hub, second.ctx
-        for ctx in (hub, second.ctx):
-            await ctx.background.wait_for_earlier()
 
 
 def _text(rng: random.Random, word: str, work: Workload) -> tuple[str, str]:
