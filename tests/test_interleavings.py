@@ -119,7 +119,7 @@ async def _answered(write: Awaitable[object]) -> None:
         await write
 
 
-async def _check(scene: Scene, hubs: tuple[HubContext, HubContext]) -> None:
+async def _check(scene: Scene, hubs: tuple[HubContext, HubContext], case: str) -> None:
     hub = scene.hub
     for ctx in hubs:
         await handed_off_work_done(ctx)
@@ -127,30 +127,52 @@ async def _check(scene: Scene, hubs: tuple[HubContext, HubContext]) -> None:
     assert await hub.outbox.system_pending_many(beads) == {b: [] for b in beads}
     for ctx in hubs:
         await ctx.keywords.catch_up()  # everything logged by now
-    live: dict[str, dict[str, Any]] = {}
-    for bead_id in beads:
-        props = await hub.beads.system_get(bead_id)
+    now = {bead_id: await hub.beads.system_get(bead_id) for bead_id in beads}
+    live = {bead_id: props for bead_id, props in now.items() if props is not None}
+    for bead_id, props in now.items():
         where = [] if props is None else [scope_of(props)]
-        assert [s for s in scene.scopes if await hub.vectors.vector(bead_id, s) is not None] == where, bead_id
+        assert [s for s in scene.scopes if await hub.vectors.vector(bead_id, s) is not None] == where, case
         signed = [s for s in scene.scopes if await hub.redis.hexists(hub.vectors.signs_key(s), bead_id)]
-        assert signed == where, f"{bead_id}'s token signs"
-        word = scene.words[bead_id]
-        holds = props is not None and word in f"{props['title']} {props.get('content') or ''}"
-        for ctx in hubs:  # each hub's keyword index
-            found = await search_beads(ctx, scene.me, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
-            assert (bead_id in [h.bead.bead_id for h in found.hits]) == holds, f"{bead_id} by its word {word}"
-        if props is not None:
-            live[bead_id] = props
+        assert signed == where, f"{bead_id}'s token signs, {case}"
     for session in (scene.main, scene.side):
         chain = sorted((p for p in live.values() if p.get("session_id") == session),
                        key=lambda p: (p["created_at"], p["bead_id"]))
-        rows = await hub.graph.ro_query(
-            "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session AND y.session_id = $session "
-            "RETURN x.bead_id, y.bead_id",
-            {"session": session},
-        )
         ids = [p["bead_id"] for p in chain]
-        assert sorted((str(a), str(b)) for a, b in rows) == sorted(zip(ids[1:], ids, strict=False)), session
+        assert sorted(await _links(hub, session)) == sorted(zip(ids[1:], ids, strict=False)), case
+    # Each hub's keyword index finds a bead by the words it holds now, and the bead that follows it (weighed
+    # down) where everyone who sees the follower may see it too — by no other words.
+    follows = {pair for session in (scene.main, scene.side) for pair in await _links(hub, session)}
+    wrong = []
+    for owner, word in scene.words.items():
+        props = now[owner]
+        if props is None or word not in f"{props['title']} {props.get('content') or ''}":
+            expected = set()
+        else:
+            expected = {owner} | {
+                later for later, earlier in follows if earlier == owner and _shared(props, live[later])
+            }
+        for ctx in hubs:
+            found = await search_beads(ctx, scene.me, SearchBeads(query=word, mode=SearchMode.KEYWORD, limit=10))
+            hits = {h.bead.bead_id for h in found.hits} & set(now)
+            if hits != expected:
+                wrong.append(f"{'first' if ctx is hub else 'second'} hub: {owner}'s word finds {hits}, not {expected}")
+    order = {bead_id: i for i, bead_id in enumerate(scene.ids)}
+    assert wrong == [], f"{case}; beads {order}, links {follows}"
+
+
+async def _links(hub: HubContext, session: str) -> list[tuple[str, str]]:
+    """The ``FOLLOWS_FROM`` links within a session, ``(later, earlier)``."""
+    rows = await hub.graph.ro_query(
+        "MATCH (x:Bead)-[:FOLLOWS_FROM]->(y:Bead) WHERE x.session_id = $session AND y.session_id = $session "
+        "RETURN x.bead_id, y.bead_id",
+        {"session": session},
+    )
+    return [(str(later), str(earlier)) for later, earlier in rows]
+
+
+def _shared(earlier: dict[str, Any], later: dict[str, Any]) -> bool:
+    """Whether everyone who may see ``later`` may see ``earlier`` (one author's beads: global or private)."""
+    return bool(earlier["visibility"] == "global" or earlier["visibility"] == later["visibility"])
 
 
 WHERE = [
@@ -172,5 +194,5 @@ async def test_two_writes_leave_what_either_order_would_whatever_their_queries_i
         with monkeypatch.context() as patch:
             interleaved = Interleaved(patch, two_hubs, after, lambda s=scene, at=at: _answered(WRITES[second](at, s)))
             await interleaved.run(lambda s=scene: _answered(WRITES[first](hub, s)))
-        await _check(scene, two_hubs)
+        await _check(scene, two_hubs, f"{second} at {'the same' if at is hub else 'another'} hub after query {after}")
     assert interleaved.calls <= BOUNDARIES[-1], f"{first} makes {interleaved.calls} queries: add boundaries"

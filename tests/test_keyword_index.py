@@ -392,6 +392,34 @@ async def test_once_the_turn_before_is_deleted_or_forgotten_its_words_find_nothi
         assert (await world.creator.search_beads(word, mode="keyword")).hits == [], remove
 
 
+@pytest.mark.parametrize("change", ["delete", "forget", "share"])
+async def test_a_bead_takes_the_words_of_a_turn_before_it_once_it_may_hold_them(world: World, change: str) -> None:
+    """A group turn, a private note of its author, a group reply: the reply holds none of the note's words (a
+    member would learn them). Once the note is deleted or forgotten, the reply follows the first turn and is found
+    by its words; once the note is made global, by the note's words — at a hub that applied each change as it
+    came, though the reply's document held no word of the bead that changed."""
+    first_word, note_word = f"zn{secrets.token_hex(5)}", f"zn{secrets.token_hex(5)}"
+    session = new_id("s")
+    first = await world.bead(Visibility.GROUP, f"{first_word} question", session_id=session)
+    note = await world.bead(Visibility.PRIVATE, f"a note to myself {note_word}", session_id=session)
+    reply = await world.bead(Visibility.GROUP, "the reply", session_id=session)
+    for word, bead in ((first_word, first), (note_word, note)):
+        found = {h.bead.bead_id for h in (await world.creator.search_beads(word, mode="keyword")).hits}
+        assert found == {bead.bead_id}  # the reply holds the words of neither
+    if change == "delete":
+        await world.creator.delete_bead(note.bead_id)
+    elif change == "forget":
+        await world.creator.forget_bead(note.bead_id, "wrong")
+    else:
+        await world.creator.update_bead(note.bead_id, visibility="global")
+    word, expected = (note_word, {note.bead_id, reply.bead_id}) if change == "share" else (
+        first_word, {first.bead_id, reply.bead_id})
+    for reader in (world.creator, world.member):
+        reader.read_after(world.creator.index_position)
+        found = {h.bead.bead_id for h in (await reader.search_beads(word, mode="keyword")).hits}
+        assert found == expected, reader.ai_id
+
+
 async def test_a_word_finds_exactly_the_callers_beads_that_hold_it_and_equal_texts_score_alike_in_any_scope() -> None:
     """Words are indexed per scope: for any set of scopes (and a filter), a search finds exactly the beads of
     those scopes that hold a query word, and the same text scores the same in every scope."""

@@ -46,7 +46,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -203,6 +203,10 @@ class _Sessions:
             self.earlier[later] = tuple(b for b in self.earlier.get(later, ()) if b != bead_id)
             if not self.earlier[later]:
                 del self.earlier[later]
+
+    def followers_of(self, bead_ids: Iterable[str]) -> set[str]:
+        """The beads that follow any of ``bead_ids``."""
+        return {later for bead_id in bead_ids for later in self.later.get(bead_id, ())}
 
     def edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every edge that joins two beads of ``ids`` or touches one of ``around`` (a
@@ -421,8 +425,10 @@ class KeywordIndex:
         # A bead that follows a changed one holds its words: read again too (the change may be a deletion,
         # a forget or a move out of its scope, after which those words must no longer find it), and indexed
         # again only if they changed: a replaced document still counts in tantivy's statistics until its
-        # segment is merged, so needless replacements make scores drift from a freshly built index's.
-        followers = self._followers_of(bead_ids) - bead_ids
+        # segment is merged, so needless replacements make scores drift from a freshly built index's. So is
+        # one that follows it without holding its words (not in its scope): removed, the changed bead leaves
+        # its follower following the one before it, whose words the follower may hold.
+        followers = (self._followers_of(bead_ids) | self._sessions.followers_of(bead_ids)) - bead_ids
         ids = sorted(bead_ids | followers)
         current = {str(p["bead_id"]): p for p in await self.beads.system_many(ids)}
         preceding = await self.beads.system_preceding(ids)
