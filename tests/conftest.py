@@ -136,12 +136,11 @@ async def hub(hub_service: HubService) -> HubContext:
 async def two_hubs(settings: HubSettings, hub: HubContext) -> AsyncIterator[tuple[HubContext, HubContext]]:
     """The tests' hub and a second hub process on the same graph, for a test module: the bus hands each request to
     either. Starts once the tests' hub has done the work earlier tests handed it and the second hub has built its
-    keyword index:
-    a reader waits for the embedding of the creates before its read only so long (``index_wait_s``), and a test
-    is to meet its own backlog, not theirs."""
+    keyword index: a reader waits for the embedding of the creates before its read only so long
+    (``index_wait_s``), and a test is to meet its own backlog, not theirs."""
     await hub.background.wait_for_earlier()
     async with running_hub(settings) as second:
-        await second.ctx.keywords.catch_up()  # its keyword index built from the graph before the workload starts
+        await second.ctx.keywords.catch_up()  # its keyword index built from the graph before the tests start
         yield hub, second.ctx
         for ctx in (hub, second.ctx):
             await ctx.background.wait_for_earlier()
@@ -286,6 +285,7 @@ class Interleaved:
         self.after, self.other, self.calls = after, other, 0
         self.task: asyncio.Task[object] | None = None
         self.wrote = asyncio.Event()
+
         def writes(kwargs: dict[str, object]) -> bool:
             return not kwargs.get("read_only", True)
 
