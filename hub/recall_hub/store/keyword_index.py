@@ -204,9 +204,9 @@ class _Sessions:
             if not self.earlier[later]:
                 del self.earlier[later]
 
-    def followers_of(self, bead_ids: Iterable[str]) -> set[str]:
+    def followers_of(self, bead_ids: Iterable[str]) -> frozenset[str]:
         """The beads that follow any of ``bead_ids``."""
-        return {later for bead_id in bead_ids for later in self.later.get(bead_id, ())}
+        return frozenset(later for bead_id in bead_ids for later in self.later.get(bead_id, ()))
 
     def edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
         """``(later, earlier)`` for every edge that joins two beads of ``ids`` or touches one of ``around`` (a
