@@ -58,7 +58,7 @@ def record(kind: str, *, after: str | None, before: str | None, text_changed: st
     assert bead is not None
     old_feed = feed_scope_of(before) if before else "null"
     new_feed = feed_scope_of(after) if after else "null"
-    old_vec = f"coalesce({before}.vec_scope, {vector_scope_of(before)})" if before else "null"
+    old_vec = f"{before}.vec_scope" if before else "null"
     old_scope = vector_scope_of(before) if before else "null"
     return (
         f"CREATE (:Outbox {{entry_id: $ob_id + ':{kind}:' + {bead}.bead_id, at: $ob_at, kind: '{kind}', "
@@ -114,7 +114,7 @@ class OutboxEntry:
     old_feed: str | None
     new_feed: str | None
     old_vec: str | None
-    """Where the bead's vectors were marked as stored when the write committed (``vec_scope``)."""
+    """Where the bead's vectors were marked as stored when the write committed (``vec_scope``; None: not yet)."""
     old_scope: str | None
     """The bead's scope before the write. Not always ``old_vec``: an earlier entry's work may be storing the
     vectors there right now, not marked yet (it read the bead before this write) — this entry's work removes both."""
