@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from recall_hub.store.keys import Keys
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 from recall_hub.store.sign_cache import SignCache
+from recall_hub.store.vector_removal import queue_removal
 from recall_hub.store.validity import OPEN_START
 from recall_hub.timeutil import to_ms
 
@@ -242,8 +243,8 @@ class VectorStore:
         for (bead_id, scope, bead_vectors, attrs), had in zip(given, before, strict=True):
             vectors, sentences = np.atleast_2d(bead_vectors.rows), bead_vectors.sentences
             described = _attributes_json(attrs, len(vectors), sentences)
-            for name in had.names(bead_id):  # each replaced (removed, then added again) or no longer there
-                pipe.execute_command("VREM", self.key(scope), name)
+            if had.count:  # each replaced (removed, then added again) or no longer there
+                queue_removal(pipe, self.key(scope), had.names(bead_id))
             # Never VADD's CAS (neighbours gathered on a Redis thread): Redis 8.2 stops on an assertion when it
             # loads an append-only file holding one, so the store would not come back after a restart.
             for chunk, vector in enumerate(vectors):
@@ -284,8 +285,7 @@ class VectorStore:
         self._note_write()
         (held,) = await self._stored([(bead_id, scope)])
         pipe = self.redis.pipeline(transaction=False)
-        for name in held.names(bead_id) or [bead_id]:
-            pipe.execute_command("VREM", self.key(scope), name)
+        queue_removal(pipe, self.key(scope), held.names(bead_id) or [bead_id])
         pipe.hdel(self.signs_key(scope), bead_id)
         try:
             await self._execute(pipe)
