@@ -29,8 +29,8 @@ from redis.asyncio import Redis
 from recall_hub.store.keys import Keys
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 from recall_hub.store.sign_cache import SignCache
-from recall_hub.store.vector_removal import queue_removal
 from recall_hub.store.validity import OPEN_START
+from recall_hub.store.vector_removal import queue_removal
 from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
