@@ -81,7 +81,8 @@ async def test_removing_every_vector_in_turn_leaves_exactly_the_rest(redis: Redi
                 assert await redis.execute_command("VGETATTR", key, other) == f'{{"name": "{other}"}}'.encode()  # type: ignore[no-untyped-call]
                 assert await _nearest(redis, key, vectors[other]) == other
         assert not await redis.exists(key)
-    assert (lifted > 0) == (margin > 0)
+    if margin:  # at margin 0 a lift is as rare as the state it guards against
+        assert lifted > 0
 
 
 async def test_a_lift_keeps_the_sets_quantization(redis: Redis) -> None:
