@@ -103,5 +103,6 @@ the name stands above its top level (``margin`` 0; a test passes 1 to lift befor
 
 
 def queue_removal(pipe: Any, key: str, names: list[str], margin: int = 0) -> None:
-    """Queue on ``pipe`` (a redis-py pipeline or client) the removal of ``names`` from the vector set ``key``."""
+    """Queue on ``pipe`` (a redis-py pipeline, in a transaction or not) the removal of ``names`` from the vector
+    set ``key``."""
     pipe.eval(REMOVE_SCRIPT, 1, key, margin, *names)
