@@ -11,6 +11,7 @@ million times, about long enough to meet the real state (once in its first run, 
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from recall_hub.store.keys import Keys
-from recall_hub.store.vector_removal import LIFT_NAME, REMOVE_SCRIPT
+from recall_hub.store.vector_removal import LIFT_NAME, REMOVE_SCRIPT, note_lifts
 from recall_hub.store.vectors import VectorStore
 from recall_hub.tooling.stack import EmbeddedStack
 from redis.asyncio import Redis
@@ -110,6 +111,23 @@ async def test_the_store_removes_a_beads_vectors_through_the_script(redis: Redis
     await store.remove("b_long", "global")
     assert await _members(redis, store.key("global")) == {"b_other"}
     assert LIFT_NAME not in await _members(redis, store.key("global"))
+
+
+async def test_a_lift_is_logged_with_its_draws(redis: Redis, caplog: pytest.LogCaptureFixture) -> None:
+    key = f"removal:{uuid.uuid4().hex}"
+    await _add(redis, key, ["v0", "v1"], _vectors(9, 2))
+    pipe = redis.pipeline(transaction=True)
+    pipe.eval(REMOVE_SCRIPT, 1, key, 5, "v0")  # a margin of 5 levels: a lift of many draws
+    pipe.execute_command("VCARD", key)
+    with caplog.at_level(logging.INFO, logger="recall_hub.store.vector_removal"):
+        replies = await pipe.execute()
+        note_lifts(replies)
+    assert replies[1] == 1 and replies[0][1] > 0
+    assert f"({replies[0][1]} draws)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="recall_hub.store.vector_removal"):
+        note_lifts([[1, 0], 1, 1])
+    assert not caplog.text
 
 
 CHURN_OPERATIONS = 2_000_000

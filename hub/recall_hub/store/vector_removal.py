@@ -24,7 +24,11 @@ with the upstream fix removes it (docs/operations.md, "Redis's vector sets and d
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 LIFT_NAME = "\x00lift"
 """The temporary element's name: bead ids and their vectors' names never start with a NUL."""
@@ -106,3 +110,11 @@ def queue_removal(pipe: Any, key: str, names: list[str], margin: int = 0) -> Non
     """Queue on ``pipe`` (a redis-py pipeline, in a transaction or not) the removal of ``names`` from the vector
     set ``key``."""
     pipe.eval(REMOVE_SCRIPT, 1, key, margin, *names)
+
+
+def note_lifts(replies: Iterable[Any]) -> None:
+    """Log the lifts among a pipeline's replies (those of :data:`REMOVE_SCRIPT` are its only two-item lists): each
+    means a set had met the state Redis 8.2 can crash on."""
+    draws = sum(int(reply[1]) for reply in replies if isinstance(reply, list) and len(reply) == 2)
+    if draws:
+        log.info("a vector set's top level stood below an element being removed: lifted it first (%d draws)", draws)
