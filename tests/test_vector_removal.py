@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from recall_hub.store.keys import Keys
-from recall_hub.store.vector_removal import LIFT_NAME, REMOVE_SCRIPT, SMALL_SET, note_lifts, queue_removal
+from recall_hub.store.vector_removal import LIFT_NAME, REMOVE_SCRIPT, SMALL_SET, log_mending, queue_removal
 from recall_hub.store.vectors import VectorStore
 from recall_hub.tooling.replica import RedisNode, wait_in_sync
 from recall_hub.tooling.stack import EmbeddedStack
@@ -170,12 +170,12 @@ async def test_mending_is_logged(redis: Redis, caplog: pytest.LogCaptureFixture)
     pipe.execute_command("VCARD", key)
     with caplog.at_level(logging.INFO, logger="recall_hub.store.vector_removal"):
         replies = await pipe.execute()
-        note_lifts(replies)
+        log_mending(replies)
     assert replies[1] == 1 and replies[0][1] > 0
     assert f"({replies[0][1]} draws of a lift, 0 reloads)" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="recall_hub.store.vector_removal"):
-        note_lifts([[1, 0, 1], 1, 1])  # a small set's reload before its removal: nothing was wrong
+        log_mending([[1, 0, 1], 1, 1])  # a small set's reload before its removal: nothing was wrong
     assert not caplog.text
 
 

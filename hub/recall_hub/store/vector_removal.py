@@ -141,7 +141,7 @@ def queue_removal(pipe: Any, key: str, names: list[str], margin: int = 0, small:
     pipe.eval(REMOVE_SCRIPT, 1, key, margin, small, *names)
 
 
-def note_lifts(replies: Iterable[Any]) -> None:
+def log_mending(replies: Iterable[Any]) -> None:
     """Log the mending among a pipeline's replies (those of :data:`REMOVE_SCRIPT` are its only three-item lists):
     a lift, or a small set reloaded more than once, means a set had met the state Redis 8.2 can crash on."""
     answers = [reply for reply in replies if isinstance(reply, list) and len(reply) == 3]

@@ -30,7 +30,7 @@ from recall_hub.store.keys import Keys
 from recall_hub.store.replica import REPLICA_READ_FAILURES, ReplicaRoute
 from recall_hub.store.sign_cache import SignCache
 from recall_hub.store.validity import OPEN_START
-from recall_hub.store.vector_removal import note_lifts, queue_removal
+from recall_hub.store.vector_removal import log_mending, queue_removal
 from recall_hub.timeutil import to_ms
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,7 @@ class VectorStore:
                 pipe.hdel(self.signs_key(scope), bead_id)
             written.append((scope, bead_id, signs))
         try:
-            note_lifts(await self._execute(pipe))
+            log_mending(await self._execute(pipe))
         except BaseException:
             self.signs.drop(bead_id for _, bead_id, _ in written)  # what the failed pipeline left is read again
             raise
@@ -288,7 +288,7 @@ class VectorStore:
         queue_removal(pipe, self.key(scope), held.names(bead_id) or [bead_id])
         pipe.hdel(self.signs_key(scope), bead_id)
         try:
-            note_lifts(await self._execute(pipe))
+            log_mending(await self._execute(pipe))
         finally:
             self.signs.drop([bead_id])
 
