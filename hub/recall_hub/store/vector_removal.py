@@ -109,9 +109,10 @@ local card = redis.call('VCARD', key)
 local reloading = card > 0 and card <= small
 for i = 3, #ARGV do
   local name = ARGV[i]
-  if level(name) ~= nil then
-    if reloading and reloads == 0 then reload() end
-    local wanted = level(name) + margin
+  local own = level(name)
+  if own ~= nil then
+    if reloading and reloads == 0 then reload() end  -- a reload keeps every node's level
+    local wanted = own + margin
     local lifted = false
     if wanted > info('max-level') then
       if reloading then
