@@ -75,8 +75,8 @@ async def test_thousands_of_invisible_near_duplicates_never_starve_the_visible_b
     base = (await hub.embedder.embed([text]))[0]
     await _bulk_private_beads(hub, other, [f"{text} (copy {i})" for i in range(2000)], base)
     mine = await me.create_bead(
-        "key rotation policy", "payments signing keys are rotated quarterly", visibility="private"
-    )
+        "key rotation policy", f"{text}, says the policy", visibility="private"
+    )  # the query's every word: no other test's visible bead can stand nearer it, only the hidden copies
     await handed_off_work_done(hub)  # its vector, read from the store below (it follows the create's reply)
 
     # The hidden copies really are closer to the query than the visible bead ...
