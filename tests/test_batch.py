@@ -41,7 +41,8 @@ async def test_a_batch_stores_each_bead_as_a_single_create_would(connect: Client
     # followed by the after-commit work of a single create (vector, FOLLOWS_FROM chain, feed entry).
     assert [b.bead_id for b in await ops.get_by_session(session)] == ids[:5]
     assert {h.bead.bead_id for h in (await ops.search_beads(word, mode="keyword", limit=10)).hits} == set(ids)
-    assert ids[0] in {h.bead.bead_id for h in (await ops.search_beads("step 0 detail 0", mode="vector")).hits}
+    by_meaning = await ops.search_beads("step 0 detail 0", mode="vector", filters={"session_id": session})
+    assert ids[0] in {h.bead.bead_id for h in by_meaning.hits}
     for bead_id in ids:
         props = await hub.beads.system_get(bead_id)
         assert props is not None and props["vec_model"] == hub.vectors.model_id
