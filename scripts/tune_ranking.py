@@ -64,6 +64,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"chunkdisc.{x}": {"recall_hub.store.vectors.CHUNK_DISCOUNT": x} for x in (0.05, 0.2)},
     **{f"sentdisc.{x}": {"recall_hub.store.vectors.SENTENCE_DISCOUNT": x} for x in (0.0, 0.05, 0.1)},
     **{f"asked.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n} for n in (3, 4)},
+    **{f"admit.{n}": {f"{SEARCH}.ADMIT_FROM": n} for n in (3, 10)},
+    **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.3, 0.5)},
+    "talk.off": {"recall_hub.store.conversation.STAMP_GAP_MS": -1},
+    **{f"talk.stamp.{s}": {"recall_hub.store.conversation.STAMP_GAP_MS": s * 1000} for s in (60, 3600)},
+    **{f"talk.event.{s}": {"recall_hub.store.conversation.EVENT_GAP_MS": s * 1000} for s in (0, 3600)},
     **{f"vsim.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n / 50, "recall_hub.store.vectors.SEARCH_EF": n}
        for n in (50, 64, 75)},
 }

@@ -9,10 +9,11 @@ its best, a ratio the date boost and the priors multiply). Rank-only fusion (:fu
 comparison) throws away how far apart the scores are, and on LoCoMo it loses to BM25 alone
 (docs/retrieval.md).
 
-Graph context (hybrid mode): a bead whose session neighbour (a ``FOLLOWS_FROM`` edge either way)
-is relevant is likely relevant too — a reply to the question, the answer to a request. So each
-candidate gains ``CONTEXT_WEIGHT`` times the best fused relevance among its neighbours that are
-candidates themselves (:func:`add_context`).
+Graph context (hybrid mode): a bead whose session neighbour (a ``FOLLOWS_FROM`` edge either way) or
+conversation neighbour (written next to it in its scope: :mod:`recall_hub.store.conversation`) is relevant is
+likely relevant too — a reply to the question, the answer to a request. So each candidate gains
+``CONTEXT_WEIGHT`` times the best fused relevance among its neighbours that are candidates themselves
+(:func:`add_context`).
 
 Priors then multiply relevance by ``PRIOR_FACTOR ** z`` where ``z`` in [-1, 1] is a weighted mean
 of importance, recency, provenance, demotion (archived, superseded or rejected) and verification (a small,
@@ -32,6 +33,8 @@ import numpy as np
 
 from recall_hub.timeutil import DAY_MS
 
+WRITTEN_NEXT = "written next to it"
+"""A conversation neighbour's context (:mod:`recall_hub.store.conversation`), as the explanation names it."""
 RRF_K = 60
 KEYWORD_WEIGHT = 0.6
 VECTOR_WEIGHT = 0.4
@@ -69,6 +72,8 @@ class Fused:
     context: float = 0.0
     """The part of ``relevance`` lent by a neighbour (graph context)."""
     context_from: str | None = None
+    context_via: str = "FOLLOWS_FROM"
+    """How ``context_from`` neighbours it: an edge, or :data:`WRITTEN_NEXT`."""
     notes: list[str] = field(default_factory=list)
     """What else moved ``relevance`` (a date window), for the explanation."""
 

@@ -52,6 +52,7 @@ from recall_hub.retrieval.hubs import hubs_wanted, replace_hubs
 from recall_hub.retrieval.keyword import STOPWORDS, keyword_candidates
 from recall_hub.retrieval.ranking import (
     PRIOR_FACTOR,
+    WRITTEN_NEXT,
     Fused,
     add_context,
     add_token_matches,
@@ -205,8 +206,12 @@ async def rank(
     fused = {bead_id: entry for bead_id, entry in fused.items() if bead_id in seen}
     links: dict[str, list[str]] = {}
     if hybrid and fused:
-        best = _best(fused)
+        best = _best(fused, ADMIT_FROM)
         edges = await session_edges(ctx, caller, list(fused), sorted(best))
+        linked = {frozenset(pair) for pair in edges}
+        talk = [pair for pair in conversation_edges(ctx, list(fused), sorted(best)) if frozenset(pair) not in linked]
+        written_next = {frozenset(pair) for pair in talk}
+        edges += talk
         for later, earlier in edges:
             if later in fused and earlier in fused:
                 links.setdefault(later, []).append(earlier)
@@ -220,6 +225,9 @@ async def rank(
         if query_tokens is not None:
             await _match_tokens(ctx, scopes, fused, query_tokens)
         add_context(fused, {b: [n for n in links.get(b, []) if n in fused] for b in fused}, ranking.CONTEXT_WEIGHT)
+        for entry in fused.values():
+            if entry.context_from is not None and frozenset((entry.bead_id, entry.context_from)) in written_next:
+                entry.context_via = WRITTEN_NEXT
     if window is not None:
         await boost_window(ctx, caller, fused, window, seen)
     if hybrid:
@@ -333,8 +341,15 @@ async def session_edges(ctx: HubContext, caller: str, ids: list[str], around: li
     return await ctx.beads.session_edges(caller, ids, around)
 
 
-def _best(fused: dict[str, Fused], count: int = ADMIT_FROM) -> set[str]:
-    """The ``count`` most relevant candidates (by default: those whose session neighbours hybrid search admits)."""
+def conversation_edges(ctx: HubContext, ids: list[str], around: list[str]) -> list[tuple[str, str]]:
+    """``(later, earlier)`` for the conversation neighbours (:mod:`~recall_hub.store.conversation`) that join two
+    of the screened candidates ``ids`` or touch one of ``around``, from the keyword index (none until it is
+    built: the graph stores no such edge). :func:`_admit` screens every bead outside ``ids``."""
+    return ctx.keywords.conversation_edges(ids, around) if ctx.keywords.ready else []
+
+
+def _best(fused: dict[str, Fused], count: int) -> set[str]:
+    """The ``count`` most relevant candidates."""
     return {e.bead_id for e in sorted(fused.values(), key=lambda e: (-e.relevance, e.bead_id))[:count]}
 
 
@@ -418,7 +433,7 @@ async def _hydrate(
 def _hit_fields(weighed: _Weighed, bead: MemoryBead) -> dict[str, Any]:
     entry, notes = weighed.entry, weighed.notes
     if entry.context_from is not None:
-        notes = [f"context: +{entry.context:.3f} from {entry.context_from} (FOLLOWS_FROM)", *notes]
+        notes = [f"context: +{entry.context:.3f} from {entry.context_from} ({entry.context_via})", *notes]
     return {
         "bead": bead,
         "score": weighed.score,

@@ -58,6 +58,7 @@ from recall_hub.store import bm25
 from recall_hub.store.base_forms import base_forms
 from recall_hub.store.beads import BeadStore
 from recall_hub.store.bm25 import WordCounts
+from recall_hub.store.conversation import ConversationOrder
 from recall_hub.store.index_log import REBUILD, ZERO, IndexLog
 from recall_hub.store.validity import OPEN_END, OPEN_START, validity_attributes
 from recall_hub.store.vectors import scope_of
@@ -149,6 +150,8 @@ class _Rows:
         """Each bead's scope and what screening reads of it (the arguments of :func:`_screened_props`), as its
         document holds them: a search with no filter but the caller's scopes screens its candidates here,
         without a query. A tuple, not a dict: a few hundred bytes a bead less."""
+        self.order = ConversationOrder()
+        """Each scope's beads in the order of their stamps: their conversation neighbours."""
 
     def screen(self, scopes: Sequence[str], ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """:meth:`KeywordIndex.screen` without filters: of ``ids``, what screening reads of those in ``scopes``, and
@@ -166,6 +169,7 @@ class _Rows:
         """A bead whose document is gone."""
         self.words.drop(bead_id)
         self.screened.pop(bead_id, None)
+        self.order.remove(bead_id)
 
     def row(self, bead_id: str) -> int:
         found = self._of.get(bead_id)
@@ -529,12 +533,14 @@ class KeywordIndex:
         }
         for name, number in (columns | validity_attributes(props)).items():
             doc.add_integer(name, number)
-        (rows or self._view.rows).screened[str(props["bead_id"])] = (
+        valid_from = None if props.get("valid_from") is None else int(props["valid_from"])
+        author = sys.intern(str(props["created_by"])) if props.get("created_by") else None
+        rows = rows or self._view.rows
+        rows.screened[str(props["bead_id"])] = (
             sys.intern(scope), columns["importance"], columns["created_at"], coded["provenance"], coded["status"],
-            coded["bead_type"], columns["verified"], columns["rejected"],
-            None if props.get("valid_from") is None else int(props["valid_from"]),
-            sys.intern(str(props["created_by"])) if props.get("created_by") else None,
+            coded["bead_type"], columns["verified"], columns["rejected"], valid_from, author,
         )
+        rows.order.place(str(props["bead_id"]), scope, columns["created_at"], valid_from, author)
         return doc
 
     # --- search -----------------------------------------------------------------------------------
@@ -616,6 +622,21 @@ class KeywordIndex:
         """``(later, earlier)`` for every ``FOLLOWS_FROM`` edge that joins two beads of ``ids`` or touches one
         of ``around``, whoever may see its ends: the caller screens them."""
         return self._sessions.edges(ids, around)
+
+    def conversation_edges(self, ids: Sequence[str], around: Sequence[str]) -> list[tuple[str, str]]:
+        """``(later, earlier)`` for every pair of conversation neighbours (:mod:`~recall_hub.store.conversation`)
+        that joins two beads of ``ids`` or touches one of ``around`` (a subset of ``ids``), as
+        :meth:`session_edges` gives ``FOLLOWS_FROM`` edges: both ends are of one scope, and the caller screens the
+        beads outside ``ids`` all the same."""
+        order, among, near = self._view.rows.order, set(ids), set(around)
+        found = []
+        for bead_id in ids:
+            before_id, after_id = order.neighbours(bead_id)
+            if before_id is not None and (before_id in among or bead_id in near or before_id in near):
+                found.append((bead_id, before_id))
+            if after_id is not None and bead_id in near and after_id not in among:
+                found.append((after_id, bead_id))
+        return found
 
     def screen(
         self, scopes: Sequence[str], ids: Sequence[str], filters: BeadFilters
