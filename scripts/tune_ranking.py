@@ -68,7 +68,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     **{f"context.{c}": {f"{RANKING}.CONTEXT_WEIGHT": c} for c in (0.3, 0.5)},
     "talk.off": {"recall_hub.store.conversation.STAMP_GAP_MS": -1},
     **{f"talk.stamp.{s}": {"recall_hub.store.conversation.STAMP_GAP_MS": s * 1000} for s in (60, 3600)},
-    **{f"talk.event.{s}": {"recall_hub.store.conversation.EVENT_GAP_MS": s * 1000} for s in (0, 3600)},
+    **{f"talk.event.{s}": {"recall_hub.store.conversation.EVENT_GAP_MS": s * 1000} for s in (0, 60, 600, 3600)},
     **{f"vsim.{n}": {"recall_hub.store.vectors.ASKED_PER_BEAD": n / 50, "recall_hub.store.vectors.SEARCH_EF": n}
        for n in (50, 64, 75)},
 }

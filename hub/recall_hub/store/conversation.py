@@ -6,7 +6,7 @@ answers, though each writer's beads are in a hub session of its own (a session h
 before it and the nearest stamped after it of the same conversation, where that bead is another writer's (a
 writer's own beads in a row are its session's chain, or notes that need not be about one thing). Two beads are of
 one conversation where both say when they happened (``valid_from``: an imported conversation's turns carry its
-date) within a minute of each other, or where neither says (written live): several conversations imported into
+date) within ten minutes of each other, or where neither says (written live): several conversations imported into
 one group at once interleave in their stamps, and each says when it happened. Hybrid search reads the neighbours
 beside the ``FOLLOWS_FROM`` edges for graph context (:mod:`recall_hub.retrieval.ranking`). Nothing is stored: the
 keyword index keeps this order beside its documents (:mod:`recall_hub.store.keyword_index`) and it changes as they
@@ -24,10 +24,9 @@ from bisect import bisect_left, insort
 
 STAMP_GAP_MS = 600_000
 """Neighbours are at most this far apart in their stamps: a conversation's turns, not yesterday's bead."""
-EVENT_GAP_MS = 60_000
-"""...and, where both say when they happened (``valid_from``), at most this far apart in it: a conversation's
-turns imported with its date are one conversation; two sessions of one day are not (measured: a window of an
-hour joined sessions of one day and cost LongMemEval's recall; docs/retrieval.md)."""
+EVENT_GAP_MS = 600_000
+"""...and, where both say when they happened (``valid_from``), at most this far apart in it: the turns of a
+conversation imported with its date (or each with its own time) are one conversation, another session's are not."""
 REACH = 16
 """Beads looked at on each side of a bead for its neighbour (other conversations' beads interleaved between)."""
 
