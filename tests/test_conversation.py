@@ -3,17 +3,21 @@ each writer's beads are in a hub session of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from recall_client import RecallClient
+from recall_hub.context import HubContext
 from recall_hub.retrieval.ranking import WRITTEN_NEXT
 from recall_hub.store import conversation
 from recall_hub.store.conversation import ConversationOrder
 from recall_schemas import MemoryBead, SearchHit, Visibility
 from recall_schemas.ids import new_id
 
-from tests.conftest import World
+from tests.conftest import ClientFactory, World, new_ai
 
 MINUTE = 60_000
 DAY = 24 * 60 * MINUTE
@@ -124,3 +128,45 @@ async def test_two_conversations_imported_into_one_group_at_once_each_reply_read
         assert hits[0].bead.bead_id == question.bead_id
         notes = _context_notes(_hit(hits, reply))
         assert len(notes) == 1 and notes[0].endswith(f"from {question.bead_id} ({WRITTEN_NEXT})"), notes
+
+
+async def test_agents_writing_into_a_group_at_once_through_two_hubs_give_each_hub_the_order_of_the_graph(
+    connect: ClientFactory, two_hubs: tuple[HubContext, HubContext]
+) -> None:
+    """Each hub keeps the order from the index log it follows: after a burst of concurrent writes by eight agents
+    (requests shared by the two hubs), a deletion and a move out of the group, both hubs give every bead the
+    neighbours the graph's stamps, dates and authors give."""
+    ops = await connect(new_ai("o"))
+    group = await ops.create_group("talkers")
+    agents = [await connect() for _ in range(8)]
+    for agent in agents:
+        await ops.add_member(group.group_id, agent.ai_id)
+    day = datetime(2025, 5, 1, tzinfo=UTC)
+
+    async def talk(agent: RecallClient, k: int) -> list[MemoryBead]:
+        dated: list[dict[str, Any]] = [{"valid_from": day} if (k + i) % 3 == 0 else {} for i in range(5)]
+        return [await agent.create_bead(f"turn {k}.{i}", group_id=group.group_id, visibility="group", **dated[i])
+                for i in range(5)]
+
+    written = [b for beads in await asyncio.gather(*(talk(a, k) for k, a in enumerate(agents))) for b in beads]
+    await agents[0].delete_bead(written[0].bead_id)
+    await agents[1].update_bead(written[5].bead_id, visibility="private", group_id=None)
+    expected = ConversationOrder()
+    rows = await two_hubs[0].graph.ro_query(
+        "MATCH (b:Bead) WHERE b.group_id = $g AND b.visibility = 'group' "
+        "RETURN b.bead_id, b.created_at, b.valid_from, b.created_by", {"g": group.group_id},
+    )
+    for bead_id, stamp, valid_from, author in rows:
+        expected.place(bead_id, f"group:{group.group_id}", stamp, valid_from, author)
+    assert len(rows) == len(written) - 2
+    wanted = {b.bead_id: expected.neighbours(b.bead_id) if b is not written[5] else (None, None) for b in written[1:]}
+    assert sum(1 for pair in wanted.values() for n in pair if n is not None) >= len(written) // 2
+    for ctx in two_hubs:
+        await ctx.keywords.catch_up()
+        assert {b.bead_id: _neighbours(ctx, b.bead_id) for b in written[1:]} == wanted
+
+
+def _neighbours(ctx: HubContext, bead_id: str) -> tuple[str | None, str | None]:
+    pairs = ctx.keywords.conversation_edges([bead_id], [bead_id])
+    return (next((e for later, e in pairs if later == bead_id), None),
+            next((later for later, e in pairs if e == bead_id), None))
