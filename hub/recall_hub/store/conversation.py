@@ -13,9 +13,9 @@ keyword index keeps this order beside its documents (:mod:`recall_hub.store.keyw
 do — a deleted, forgotten or moved bead leaves its place, and its neighbours become each other's.
 
 :meth:`ConversationOrder.place` and :meth:`ConversationOrder.remove` run in the index's writer thread while searches
-read on the event loop: each reads a scope's list with single calls (a bisection, a slice), each atomic under the
-interpreter lock; a search that finds a scope's list changed under it takes no neighbours, or another bead of the
-same scope, for that once.
+read on the event loop: a search reads a scope's list with single calls (a bisection, an index), each atomic under
+the interpreter lock; one that finds the list changed under it takes no neighbour, or another bead of the same
+scope, for that once.
 """
 
 from __future__ import annotations
@@ -63,18 +63,20 @@ class ConversationOrder:
 
     def neighbours(self, bead_id: str) -> tuple[str | None, str | None]:
         """``(before, after)``: the bead's conversation neighbours, None where it has none."""
+        return self.neighbour(bead_id, -1), self.neighbour(bead_id, 1)
+
+    def neighbour(self, bead_id: str, step: int) -> str | None:
+        """The bead's conversation neighbour before it (``step`` -1) or after it (1), if it has one."""
         placed = self._placed.get(bead_id)
         if placed is None:
-            return None, None
+            return None
         scope, key = placed
         order = self._scopes.get(scope, [])
         at = bisect_left(order, key)
         try:
-            if order[at] != key:
-                return None, None
-            return _nearest(order, at, -1), _nearest(order, at, 1)
-        except IndexError:  # the scope's order changed while this search looked: no neighbours this time
-            return None, None
+            return _nearest(order, at, step) if order[at] == key else None
+        except IndexError:  # the scope's order changed while this search looked: no neighbour this time
+            return None
 
 
 def _nearest(order: list[_Placed], at: int, step: int) -> str | None:

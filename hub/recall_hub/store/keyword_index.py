@@ -501,9 +501,10 @@ class KeywordIndex:
     ) -> tantivy.Document:
         """``before``: the beads it follows whose words it is also found by (id -> text); ``rows``: the
         numbering it joins (a rebuild's), else the current one."""
+        rows = rows or self._view.rows
         doc = tantivy.Document()
         doc.add_text("bead_id", str(props["bead_id"]))
-        doc.add_unsigned("row", (rows or self._view.rows).row(str(props["bead_id"])))
+        doc.add_unsigned("row", rows.row(str(props["bead_id"])))
         scope = scope_of(props)
         words = self._analyzer.analyze(document_text(props))
         doc.add_text("text", " ".join(f"{scope}{SCOPED}{word}" for word in words))
@@ -513,7 +514,7 @@ class KeywordIndex:
             before_words = self._analyzer.analyze(text)
             context += before_words
             doc.add_text("context", " ".join(f"{scope}{SCOPED}{word}" for word in before_words))
-        (rows or self._view.rows).words.set(str(props["bead_id"]), words, context)
+        rows.words.set(str(props["bead_id"]), words, context)
         doc.add_text("context_key", _context_key(before or {}))
         doc.add_text("scope", scope)
         for name in ("bead_type", "status", "session_id", "created_by", "group_id"):
@@ -535,7 +536,6 @@ class KeywordIndex:
             doc.add_integer(name, number)
         valid_from = None if props.get("valid_from") is None else int(props["valid_from"])
         author = sys.intern(str(props["created_by"])) if props.get("created_by") else None
-        rows = rows or self._view.rows
         rows.screened[str(props["bead_id"])] = (
             sys.intern(scope), columns["importance"], columns["created_at"], coded["provenance"], coded["status"],
             coded["bead_type"], columns["verified"], columns["rejected"], valid_from, author,
@@ -631,10 +631,10 @@ class KeywordIndex:
         order, among, near = self._view.rows.order, set(ids), set(around)
         found = []
         for bead_id in ids:
-            before_id, after_id = order.neighbours(bead_id)
+            before_id = order.neighbour(bead_id, -1)
             if before_id is not None and (before_id in among or bead_id in near or before_id in near):
                 found.append((bead_id, before_id))
-            if after_id is not None and bead_id in near and after_id not in among:
+            if bead_id in near and (after_id := order.neighbour(bead_id, 1)) is not None and after_id not in among:
                 found.append((after_id, bead_id))
         return found
 
