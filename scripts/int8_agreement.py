@@ -20,18 +20,10 @@ from pathlib import Path
 
 import numpy as np
 from recall_hub.bench import locomo
+from recall_hub.bench.machine import int8_flags
 from recall_hub.embedders.local import LocalEmbedder
 
 QUERY = "What did Caroline research after the support group?"
-
-
-def _cpu_flags() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return "unknown"
-    have = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni") if f in flags.split()]
-    return " ".join(have) or "none of avx2, avx512f, avx512_vnni, avx_vnni"
 
 
 async def main() -> None:
@@ -45,7 +37,7 @@ async def main() -> None:
     try:
         vectors = [np.asarray(await m.embed(texts)) for m in models.values()]
         cos = np.einsum("ij,ij->i", *vectors)
-        print(f"CPU flags: {_cpu_flags()}")
+        print(f"CPU flags: {int8_flags()}")
         print(f"{len(texts)} LoCoMo turns, cosine between the two models' vectors: mean {cos.mean():.4f}, "
               f"5th percentile {np.percentile(cos, 5):.4f}, worst {cos.min():.4f}")
         query_ms: dict[str, list[float]] = {name: [] for name in models}

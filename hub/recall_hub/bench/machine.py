@@ -92,12 +92,30 @@ def load_average() -> float:
         return math.nan
 
 
-def _cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` of /proc/cpuinfo (None where there is none)."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.split(":", 1)[0].strip() == field:
                 return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    return None
+
+
+def _cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
+
+
+INT8_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni")
+"""The CPU features that decide how onnxruntime runs int8 products (VNNI: int8 dot-product instructions)."""
+
+
+def int8_flags() -> str:
+    """Which of :data:`INT8_FLAGS` this CPU has, as a line to print."""
+    flags = _cpuinfo("flags")
+    if flags is None:
+        return "unknown"
+    have = [f for f in INT8_FLAGS if f in flags.split()]
+    return " ".join(have) or f"none of {', '.join(INT8_FLAGS)}"
 
 
 def _memory_gb() -> float:
