@@ -309,6 +309,7 @@ async def test_recall_run_without_a_hub_still_runs_the_command(tmp_path: Path) -
         "sh", "-c", "echo ran; exit 4",
     )
     assert ran.returncode == 4 and "ran" in ran.stdout and "not recorded" in ran.stderr
+    assert "within 1.0s" in ran.stderr  # the hub away holds the shell no longer than --timeout
 
 
 # --- docs -----------------------------------------------------------------------------------------------------

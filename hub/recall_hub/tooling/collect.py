@@ -13,6 +13,7 @@ from typing import Any
 AI_ENV = "RECALL_AI_ID"
 MAX_NOTES = 20
 """Skipped commits noted one line each; the rest are counted."""
+CONNECT_TIMEOUT_S = 10.0
 
 
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +23,8 @@ def _add_client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--visibility", choices=("private", "group", "global"), default="private")
     parser.add_argument("--group", help="the group of the beads (with --visibility group)")
     parser.add_argument("--session", help="the session the beads belong to")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for one reply")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds to wait for one reply, and (at most 10) for NATS to connect")
 
 
 def add_collect_commands(sub: Any) -> None:
@@ -85,7 +87,9 @@ def _client(args: argparse.Namespace) -> Any:
 
     if not args.ai:
         raise ValueError(f"name the identity that stores the beads: --ai a_… (or {AI_ENV})")
-    return RecallClient(args.ai, args.nats, creds=args.creds, timeout=args.timeout)
+    # A hub that is away must not hold a wrapped command's shell longer than the caller allows.
+    return RecallClient(args.ai, args.nats, creds=args.creds, timeout=args.timeout,
+                        connect_timeout=min(CONNECT_TIMEOUT_S, args.timeout))
 
 
 async def _collect_git(args: argparse.Namespace) -> int:
