@@ -7,7 +7,7 @@ and nowhere else (none for a bead that is gone), each hub's keyword index findin
 and by no others, each author's session one chain of its beads in the order of their stamps, and no follow-up
 work left behind. Each pair of writes below is run once for every boundary between the first one's graph queries
 (:class:`conftest.Interleaved`), the second sent to the same hub at one boundary and to another hub process at
-the next (half the pairs in the default run, the rest with ``-m slow``), or to each at every boundary (``-m
+the next (a third of the pairs in the default run, the rest with ``-m slow``), or to each at every boundary (``-m
 slow``; see ``_cases``). The random team workload (``tests/test_team_workload.py``) meets the same interleavings
 only by chance.
 """
@@ -201,8 +201,8 @@ def _shared(earlier: dict[str, Any], later: dict[str, Any]) -> bool:
 
 def _cases() -> list[Any]:
     """``(where, first, second)`` of every run. Alternating — boundary 0 at the same hub, 1 at the other, … — every
-    boundary of every pair is met; the default run takes half the pairs, each write first beside half the others
-    and second beside the other half (``-m slow`` the rest). ``-m slow`` adds every boundary at each hub for every
+    boundary of every pair is met; the default run takes a third of the pairs, each write first beside a third of
+    the writes and second beside a third (``-m slow`` the rest). ``-m slow`` adds every boundary at each hub for every
     pair. Each scene adds and removes vectors in tiny sets and in the tests' shared global set: the churn that met
     Redis 8.2's VREM crash once, before removals went through the store's removal script
     (recall_hub.store.vector_removal)."""
@@ -210,7 +210,7 @@ def _cases() -> list[Any]:
     cases = []
     for first, second in PAIRS:
         for where in ("alternating", "same hub", "another hub"):
-            default = where == "alternating" and (names.index(first) + names.index(second)) % 2 == 0
+            default = where == "alternating" and (names.index(first) + names.index(second)) % 3 == 0
             marks = () if default else (pytest.mark.slow,)
             cases.append(pytest.param(where, first, second, marks=marks, id=f"{where}-{first}|{second}"))
     return cases
