@@ -115,6 +115,8 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 _CHANGES_PAGE = 200
+CONNECT_TIMEOUT_S = 10.0
+"""How long a client waits for NATS by default before it reports the bus unavailable."""
 ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 
 
@@ -222,7 +224,7 @@ class RecallClient:
         password: str | None = None,
         timeout: float = 5.0,
         retries: int = 2,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
         nc: NATS | None = None,
         max_in_flight: int = 64,
         max_in_flight_bytes: int = 4 << 20,

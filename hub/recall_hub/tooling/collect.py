@@ -13,7 +13,6 @@ from typing import Any
 AI_ENV = "RECALL_AI_ID"
 MAX_NOTES = 20
 """Skipped commits noted one line each; the rest are counted."""
-CONNECT_TIMEOUT_S = 10.0
 
 
 def _add_client_options(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +83,7 @@ def author_map(pairs: list[str], path: str | None) -> dict[str, str]:
 
 def _client(args: argparse.Namespace) -> Any:
     from recall_client import RecallClient
+    from recall_client.client import CONNECT_TIMEOUT_S
 
     if not args.ai:
         raise ValueError(f"name the identity that stores the beads: --ai a_… (or {AI_ENV})")
