@@ -185,8 +185,10 @@ async def test_local_reads_only_what_it_keeps_of_a_long_text(local: LocalEmbedde
         text = "y" * 250_000
     else:  # ~250 KB, the size of a large bead: the reference below tokenises all of it
         words: list[str] = []
-        while sum(map(len, words)) + len(words) < 250_000:
-            words += [pieces() for _ in range(1000)]
+        size = 0
+        while size < 250_000:
+            words.append(pieces())
+            size += len(words[-1]) + 1
         text = " ".join(words)
     texts = [text, text[: len(text) // 3], text[:5000], text[:700]]
     tokenizer = local._load(local._documents[0]).tokenizer

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -92,10 +93,14 @@ class PendingErasure:
     forgotten_at: int
 
 
+_NAMED_BEAD = re.compile(rb'"bead_id"\s*:\s*"([^"]*)"')
+
+
 def carries_snapshot(fields: dict[bytes, bytes], bead_ids: set[str]) -> bool:
     """Whether a change-log entry holds a snapshot (title, content, …) of one of ``bead_ids``."""
     raw = fields.get(b"change")
-    if raw is None or not any(bead_id.encode() in raw for bead_id in bead_ids):
+    if raw is None or not any(b"\\" in name or name.decode(errors="replace") in bead_ids
+                              for name in _NAMED_BEAD.findall(raw)):
         return False  # most entries name none of them: a forget's pass reads whole logs without parsing each
     try:
         change = json.loads(raw)
