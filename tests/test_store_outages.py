@@ -18,8 +18,11 @@ from recall_hub.config import HubSettings
 from recall_hub.embedders import EmbedderConfig
 from recall_hub.outages import as_unavailable
 from recall_hub.service.server import running_hub
+from recall_hub.store.keys import Keys
+from recall_hub.store.locks import Locks
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import ErrorCode
+from redis.asyncio import Redis
 
 from tests.conftest import new_ai, until
 
@@ -115,3 +118,47 @@ def test_a_redis_timeout_in_a_store_is_unavailable_too() -> None:
         raise redis.exceptions.ConnectionError("Connection refused")
     with pytest.raises(KeyError), as_unavailable():  # anything else stays what it is: a fault
         raise KeyError("bead_id")
+
+
+async def test_a_lock_whose_release_redis_missed_is_taken_over_by_its_process_only(
+    two_stacks: tuple[EmbeddedStack, EmbeddedStack],
+) -> None:
+    """Redis stops while a hub holds a lock and starts again from its files, the lock in them: the hub's
+    release failed, so the lock would stay held by nobody until it expires. The hub that held it takes it back
+    at once; any other hub still finds it held."""
+    _, redis_stack = two_stacks
+    keys = Keys(f"locks_{secrets.token_hex(4)}")
+    mine, theirs = Redis.from_url(redis_stack.redis_url), Redis.from_url(redis_stack.redis_url)
+    here, there = Locks(mine, keys, ttl_s=60.0), Locks(theirs, keys, ttl_s=60.0)
+    try:
+        async with here.hold("bead:b_1", wait_s=0) as held:
+            assert held
+            redis_stack.kill("redis-server", hard=False)  # SIGTERM: the append-only file keeps the lock
+        redis_stack.respawn("redis-server")
+        assert await until_answering(mine) and await until_answering(theirs)
+        assert await mine.exists(keys.lock("bead:b_1"))
+        async with there.hold("bead:b_1", wait_s=0) as held:
+            assert not held  # another hub: the lock is still its holder's
+        async with here.hold("bead:b_1", wait_s=0) as held:
+            assert held  # the holder's own process takes it over
+        assert not await mine.exists(keys.lock("bead:b_1"))  # and releases it
+        async with there.hold("bead:b_1", wait_s=0) as held:
+            assert held
+    finally:
+        proc = redis_stack.child("redis-server").proc
+        if proc is not None and proc.poll() is not None:
+            redis_stack.respawn("redis-server")
+        await mine.aclose()
+        await theirs.aclose()
+
+
+async def until_answering(client: Redis) -> bool:
+    """A pooled connection that the restart closed fails once: ask until Redis answers."""
+    async def answers() -> bool:
+        try:
+            return bool(await client.ping())
+        except redis.exceptions.ConnectionError:
+            return False
+
+    await until("Redis answering again", answers)
+    return True

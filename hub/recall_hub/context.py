@@ -144,7 +144,7 @@ class HubContext:
         the sweep; a clean stop need not): before the connections it uses close."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(CLOSE_WAIT_S):
-                await self.background.wait_for_earlier()
+                await self.background.close()
 
     async def aclose(self) -> None:
         await self.finish_handed_off()

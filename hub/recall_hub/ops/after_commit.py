@@ -6,7 +6,9 @@ first, under the bead's lock (shared by all hubs): the vector in the bead's curr
 other, the index-log entry every hub's keyword index applies, the auto-links of a new bead, the
 change-feed entries (each logged exactly once) and their
 notifications; then it deletes the entry. A step that fails leaves the entry with a retry time;
-:func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind.
+:func:`sweep` (at start-up and periodically) settles whatever a crash or a failure left behind; work that failed is
+first tried again by the hub that started it, within the sweep's grace (:func:`settle_soon`): a store that restarts
+is back in a second or two.
 
 The hub settles a write's entries before replying (a create's, with ``create_settle = background``, right
 after it, every read of that work waiting for it: :mod:`recall_hub.retrieval.freshness`), so a writer reads
@@ -17,6 +19,8 @@ the commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +43,9 @@ from recall_hub.timeutil import now_ms
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_MS = 60_000
+RETRY_FIRST_S = 0.25
+RETRY_MAX_S = 1.0
+""":func:`settle_again` tries at growing intervals, from the first to the longest."""
 BULK_CONCURRENCY = 8
 """Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""
 
@@ -91,15 +98,54 @@ async def settle_quietly(
     """:func:`settle` on a request's path, after the work of the creates handed off before it (with ``until``,
     Redis's epoch ms: those marked by then; for a create's work, those into its scope), as if they had settled
     inline: the change feed keeps the order of the replies, and a new bead's auto-links are found among the
-    vectors of the beads before it. The write is committed, so a failure here is retried by the sweep and never
-    turns an acknowledged write into an error. ``created``: as :func:`settle`."""
+    vectors of the beads before it. The write is committed, so a failure here never turns an acknowledged write
+    into an error: the work is tried again shortly (:func:`settle_soon`), then by the sweep. ``created``: as
+    :func:`settle`."""
     try:
         # A create's work needs only the creates into its own scope: its auto-links are found there, and the
         # change feed is kept per scope.
         await handed_off_work_done(ctx, until=until, scopes=None if created is None else [scope_of(created.props)])
-        await settle(ctx, bead_id, created=created)
+        if await settle(ctx, bead_id, created=created):
+            return
     except Exception as exc:
-        log_failure(log, f"after-commit work of {bead_id} left for the sweep", exc)
+        log_failure(log, f"after-commit work of {bead_id} failed; tried again shortly", exc)
+    settle_soon(ctx, bead_id, created)
+
+
+def settle_soon(ctx: HubContext, bead_id: str, created: Created | None = None) -> None:
+    """Hand :func:`settle_again` to the background (unless it runs for the bead already, or every slot is taken:
+    then the sweep does it). Done, it clears the bead's hand-off mark, which the failed try may not have cleared
+    (Redis away): until then a read waits for work whose failure could not be recorded — it will be done — and
+    not for work whose failure was (a later try is not waited for)."""
+    key = f"again:{bead_id}"  # not the hand-off's key: reads wait for a first try only
+    if not ctx.background.running(key):
+        ctx.background.try_hand_off(functools.partial(_settle_again_and_clear, ctx, bead_id, created),
+                                    name=f"recall-settle-again-{bead_id}", key=key)
+
+
+async def settle_again(ctx: HubContext, bead_id: str, created: Created | None = None) -> bool:
+    """Work that failed (a store away, the model down), tried again as :func:`settle` at growing intervals
+    (:data:`RETRY_FIRST_S` to :data:`RETRY_MAX_S`) until it is done, or until the sweep's grace has passed or
+    the hub closes — the sweep takes it then. A store that restarts is back within a second or two, and its
+    work should not wait for a sweep's pass. True when the work is done."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + ctx.settings.outbox_grace_ms / 1000
+    delay = RETRY_FIRST_S
+    while loop.time() + delay <= give_up and await ctx.background.pause(delay):
+        try:
+            if await settle(ctx, bead_id, wait_s=0.5, created=created):
+                return True
+        except Exception as exc:
+            log.debug("after-commit work of %s failed again: %s", bead_id, exc)
+        delay = min(delay * 2, RETRY_MAX_S)
+    log.warning("after-commit work of %s left for the sweep", bead_id)
+    return False
+
+
+async def _settle_again_and_clear(ctx: HubContext, bead_id: str, created: Created | None) -> None:
+    if await settle_again(ctx, bead_id, created):
+        with contextlib.suppress(Exception):  # Redis away again: the mark goes with its horizon
+            await ctx.outbox.clear_handed_off(bead_id)
 
 
 async def settle_created(ctx: HubContext, bead_ids: list[str], as_created: Mapping[str, Props] | None = None) -> None:
@@ -238,15 +284,21 @@ def _similar(ctx: HubContext, bead_id: str, hits: list[VectorHit]) -> list[dict[
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:
-    """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled."""
+    """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled. A bead
+    whose lock is held — by a hub that died holding it, at start-up (the lock frees within its time to live) —
+    or whose work fails again is tried again in the background (:func:`settle_soon`): the reads that wait for a
+    dead hub's hand-off then wait for its lock to free, not for a later pass."""
     settled = 0
     for bead_id in await ctx.outbox.system_due(now_ms() - older_than_ms, limit):
         try:
             if await settle(ctx, bead_id, wait_s=0.5):
                 settled += 1
                 await ctx.outbox.clear_handed_off(bead_id)  # a create handed off by a hub that died first
+                continue
         except Exception as exc:
             log_failure(log, f"outbox sweep: {bead_id} left for the next pass", exc)
+            continue
+        settle_soon(ctx, bead_id)
     return settled
 
 

@@ -105,7 +105,7 @@ async def _settle_in_background(
     """Handed-off after-commit work is a request of its own: done once the replicas have its writes too, so
     a read that waits for it (``BackgroundWork.wait_for``) finds them on a replica. It follows the work of
     the creates marked before it, as an inline create follows theirs: their vectors are what its auto-links
-    are found among. Its mark is cleared when it ends (done, or left to the sweep), never before the create
+    are found among. Its mark is cleared when it ends (done, or left to be tried again), never before the create
     made it."""
     bead_id = stored["bead_id"]
     try:

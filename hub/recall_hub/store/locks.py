@@ -2,7 +2,9 @@
 
 A lock's holder renews it every third of its time to live while its block runs; a hub killed mid-work
 stops renewing, so its locks free within ``ttl_s``. A lock is released only where it is still its
-holder's (one that outlived its time may be another's by now).
+holder's (one that outlived its time may be another's by now). A release that fails (Redis away, or restarted
+from its files with the lock in them) is remembered: the next time this process asks for that lock it takes it
+over if it still holds the old token, instead of waiting out a lock nobody holds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from recall_hub.store.keys import Keys
@@ -22,9 +25,15 @@ _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del
 _RENEW = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
 )
+_TAKE_OVER = (
+    "local v = redis.call('get', KEYS[1]) if v == ARGV[1] or not v then "
+    "redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0"
+)
 LOCK_TTL_S = 5.0
 """A lock lives this long unless its holder renews it (every third of it, while working)."""
 LOCK_POLL_S = 0.05
+UNRELEASED_MAX = 10_000
+"""Locks whose release failed that a process remembers (the oldest forgotten first: they free by themselves)."""
 
 
 class Locks:
@@ -32,6 +41,8 @@ class Locks:
         self.redis = redis
         self.keys = keys
         self.ttl_s = ttl_s
+        self._unreleased: dict[str, str] = {}
+        """Lock key -> the token its failed release left there."""
 
     @contextlib.asynccontextmanager
     async def try_many(self, names: Sequence[str]) -> AsyncIterator[list[str]]:
@@ -39,8 +50,11 @@ class Locks:
         tokens = {name: uuid.uuid4().hex for name in names}
         pipe = self.redis.pipeline(transaction=False)
         for name, token in tokens.items():
-            pipe.set(self.keys.lock(name), token, nx=True, px=self._ttl_ms)
-        held = [name for name, ok in zip(tokens, await pipe.execute(), strict=True) if ok]
+            self._acquire(pipe, self.keys.lock(name), token)
+        replies = await pipe.execute()
+        for name in tokens:
+            self._unreleased.pop(self.keys.lock(name), None)
+        held = [name for name, ok in zip(tokens, replies, strict=True) if ok]
         async with self._leased({name: tokens[name] for name in held}):
             yield held
 
@@ -49,7 +63,7 @@ class Locks:
         """Hold the lock ``name``; yields False if it stays busy for ``wait_s`` (0: try once)."""
         token, key = uuid.uuid4().hex, self.keys.lock(name)
         deadline = time.monotonic() + wait_s
-        while not await self.redis.set(key, token, nx=True, px=self._ttl_ms):
+        while not await self._take(key, token):
             if time.monotonic() >= deadline:
                 yield False
                 return
@@ -60,6 +74,23 @@ class Locks:
     @property
     def _ttl_ms(self) -> int:
         return int(self.ttl_s * 1000)
+
+    def _acquire(self, pipe: Pipeline, key: str, token: str) -> None:
+        """Queue taking ``key`` for ``token``: free, or left by this process's failed release."""
+        left = self._unreleased.get(key)
+        if left is None:
+            pipe.set(key, token, nx=True, px=self._ttl_ms)
+        else:
+            pipe.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms)
+
+    async def _take(self, key: str, token: str) -> bool:
+        """:meth:`_acquire`, alone."""
+        left = self._unreleased.get(key)
+        if left is None:
+            return bool(await self.redis.set(key, token, nx=True, px=self._ttl_ms))
+        taken = await self.redis.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms)
+        self._unreleased.pop(key, None)
+        return bool(taken)
 
     @contextlib.asynccontextmanager
     async def _leased(self, tokens: dict[str, str]) -> AsyncIterator[None]:
@@ -88,8 +119,12 @@ class Locks:
             released = True
             if keeper is not None:
                 keeper.cancel()
-            with contextlib.suppress(RedisError):
+            try:
                 pipe = self.redis.pipeline(transaction=False)
                 for key, token in keys.items():
                     pipe.eval(_RELEASE, 1, key, token)
                 await pipe.execute()
+            except RedisError:
+                self._unreleased.update(keys)
+                while len(self._unreleased) > UNRELEASED_MAX:
+                    del self._unreleased[next(iter(self._unreleased))]
