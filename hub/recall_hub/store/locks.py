@@ -14,6 +14,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
@@ -50,11 +51,8 @@ class Locks:
         tokens = {name: uuid.uuid4().hex for name in names}
         pipe = self.redis.pipeline(transaction=False)
         for name, token in tokens.items():
-            self._acquire(pipe, self.keys.lock(name), token)
-        replies = await pipe.execute()
-        for name in tokens:
-            self._unreleased.pop(self.keys.lock(name), None)
-        held = [name for name, ok in zip(tokens, replies, strict=True) if ok]
+            self._take(pipe, self.keys.lock(name), token)
+        held = [name for name, ok in zip(tokens, await pipe.execute(), strict=True) if ok]
         async with self._leased({name: tokens[name] for name in held}):
             yield held
 
@@ -63,7 +61,7 @@ class Locks:
         """Hold the lock ``name``; yields False if it stays busy for ``wait_s`` (0: try once)."""
         token, key = uuid.uuid4().hex, self.keys.lock(name)
         deadline = time.monotonic() + wait_s
-        while not await self._take(key, token):
+        while not await self._take(self.redis, key, token):
             if time.monotonic() >= deadline:
                 yield False
                 return
@@ -75,22 +73,13 @@ class Locks:
     def _ttl_ms(self) -> int:
         return int(self.ttl_s * 1000)
 
-    def _acquire(self, pipe: Pipeline, key: str, token: str) -> None:
-        """Queue taking ``key`` for ``token``: free, or left by this process's failed release."""
-        left = self._unreleased.get(key)
+    def _take(self, client: Redis | Pipeline, key: str, token: str) -> Any:
+        """Take ``key`` for ``token`` — free, or left there by this process's failed release — on ``client`` (a
+        pipeline queues the command; Redis gives its reply to await)."""
+        left = self._unreleased.pop(key, None)
         if left is None:
-            pipe.set(key, token, nx=True, px=self._ttl_ms)
-        else:
-            pipe.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms)
-
-    async def _take(self, key: str, token: str) -> bool:
-        """:meth:`_acquire`, alone."""
-        left = self._unreleased.get(key)
-        if left is None:
-            return bool(await self.redis.set(key, token, nx=True, px=self._ttl_ms))
-        taken = await self.redis.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms)
-        self._unreleased.pop(key, None)
-        return bool(taken)
+            return client.set(key, token, nx=True, px=self._ttl_ms)
+        return client.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms)
 
     @contextlib.asynccontextmanager
     async def _leased(self, tokens: dict[str, str]) -> AsyncIterator[None]:
