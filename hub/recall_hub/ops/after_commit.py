@@ -284,21 +284,15 @@ def _similar(ctx: HubContext, bead_id: str, hits: list[VectorHit]) -> list[dict[
 
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:
-    """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled. A bead
-    whose lock is held — by a hub that died holding it, at start-up (the lock frees within its time to live) —
-    or whose work fails again is tried again in the background (:func:`settle_soon`): the reads that wait for a
-    dead hub's hand-off then wait for its lock to free, not for a later pass."""
+    """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled."""
     settled = 0
     for bead_id in await ctx.outbox.system_due(now_ms() - older_than_ms, limit):
         try:
             if await settle(ctx, bead_id, wait_s=0.5):
                 settled += 1
                 await ctx.outbox.clear_handed_off(bead_id)  # a create handed off by a hub that died first
-                continue
         except Exception as exc:
             log_failure(log, f"outbox sweep: {bead_id} left for the next pass", exc)
-            continue
-        settle_soon(ctx, bead_id)
     return settled
 
 
