@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_MS = 60_000
 RETRY_FIRST_S = 0.25
 RETRY_MAX_S = 1.0
-""":func:`settle_again` tries at growing intervals, from the first to the longest."""
+""":func:`settle_soon`'s tries come at growing intervals, from the first to the longest."""
 BULK_CONCURRENCY = 8
 """Per-bead queries a bulk settle runs at once (each holds a connection of a bounded pool)."""
 
@@ -113,39 +113,34 @@ async def settle_quietly(
 
 
 def settle_soon(ctx: HubContext, bead_id: str, created: Created | None = None) -> None:
-    """Hand :func:`settle_again` to the background (unless it runs for the bead already, or every slot is taken:
-    then the sweep does it). Done, it clears the bead's hand-off mark, which the failed try may not have cleared
-    (Redis away): until then a read waits for work whose failure could not be recorded — it will be done — and
-    not for work whose failure was (a later try is not waited for)."""
+    """Try the work again in the background (:func:`_settle_again`), unless that runs for the bead already or
+    every slot is taken (then the sweep does it)."""
     key = f"again:{bead_id}"  # not the hand-off's key: reads wait for a first try only
     if not ctx.background.running(key):
-        ctx.background.try_hand_off(functools.partial(_settle_again_and_clear, ctx, bead_id, created),
+        ctx.background.try_hand_off(functools.partial(_settle_again, ctx, bead_id, created),
                                     name=f"recall-settle-again-{bead_id}", key=key)
 
 
-async def settle_again(ctx: HubContext, bead_id: str, created: Created | None = None) -> bool:
+async def _settle_again(ctx: HubContext, bead_id: str, created: Created | None) -> None:
     """Work that failed (a store away, the model down), tried again as :func:`settle` at growing intervals
     (:data:`RETRY_FIRST_S` to :data:`RETRY_MAX_S`) until it is done, or until the sweep's grace has passed or
-    the hub closes — the sweep takes it then. A store that restarts is back within a second or two, and its
-    work should not wait for a sweep's pass. True when the work is done."""
+    the hub closes — the sweep takes it then: a store that restarts is back within a second or two, and its
+    work should not wait for a sweep's pass. Done, it clears the bead's hand-off mark, which the failed try may
+    not have cleared (Redis away): until then a read waits for work whose failure could not be recorded — it
+    will be done — and not for work whose failure was (a later try is not waited for)."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + ctx.settings.outbox_grace_ms / 1000
     delay = RETRY_FIRST_S
     while loop.time() + delay <= give_up and await ctx.background.pause(delay):
         try:
             if await settle(ctx, bead_id, wait_s=0.5, created=created):
-                return True
+                with contextlib.suppress(Exception):  # Redis away again: the mark goes with its horizon
+                    await ctx.outbox.clear_handed_off(bead_id)
+                return
         except Exception as exc:
             log.debug("after-commit work of %s failed again: %s", bead_id, exc)
         delay = min(delay * 2, RETRY_MAX_S)
     log.warning("after-commit work of %s left for the sweep", bead_id)
-    return False
-
-
-async def _settle_again_and_clear(ctx: HubContext, bead_id: str, created: Created | None) -> None:
-    if await settle_again(ctx, bead_id, created):
-        with contextlib.suppress(Exception):  # Redis away again: the mark goes with its horizon
-            await ctx.outbox.clear_handed_off(bead_id)
 
 
 async def settle_created(ctx: HubContext, bead_ids: list[str], as_created: Mapping[str, Props] | None = None) -> None:
