@@ -20,9 +20,11 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 import redis.exceptions
@@ -30,14 +32,21 @@ from conftest import new_ai, until
 from recall_client import RecallClient
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
-from recall_hub.embedders import HashEmbedder
+from recall_hub.embedders import EmbedderConfig, HashEmbedder
+from recall_hub.ops.after_commit import take_over_forever
+from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.search import search_beads
 from recall_hub.store.feed import feed_scope
 from recall_hub.store.graph import VERBATIM_ABOVE_US, GraphStore, params_header
+from recall_hub.store.keys import Keys
 from recall_hub.store.vectors import scope_of
 from recall_hub.tooling.stack import EmbeddedStack, free_port
-from recall_schemas import RecallError, new_id
+from recall_schemas import RecallError, SearchBeads, SearchMode, new_id
+from recall_schemas.tasks import stop_tasks
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
+
+from tests.test_embedders import FakeEmbeddingsServer
 
 EMBEDDER = {"RECALL_EMBEDDER__KIND": "hash"}  # the same in the hub processes and in the checks below
 WRITERS = 4
@@ -49,10 +58,10 @@ def _env() -> dict[str, str]:
     return {**os.environ, **EMBEDDER}
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "recall_hub.tooling.cli", *args], env=_env(), stdin=subprocess.DEVNULL,
-        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, "-m", "recall_hub.tooling.cli", *args], env={**_env(), **(env or {})},
+        stdin=subprocess.DEVNULL, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
     )
 
 
@@ -268,6 +277,60 @@ async def test_the_hub_has_every_write_replicated_as_its_text(stack: EmbeddedSta
         assert "Start it with `EFFECTS_THRESHOLD" in caplog.text
     finally:
         await graph.aclose()
+
+
+async def test_work_a_killed_hub_left_is_taken_over_by_the_next_read_at_another_hub(tmp_path: Path):
+    """A hub is killed while its model embeds a create it has replied to: its lock on the bead, its mark of the
+    hand-off and the bead's outbox entry stay. A read at another hub waits for that work (the create was
+    acknowledged before it asked): it finds the hub gone, the work is taken over there and the read goes on — in
+    well under its 30 s budget, with no sweep running — and a search finds the bead by meaning."""
+    model = FakeEmbeddingsServer()
+    model.start()
+    embedder = EmbedderConfig(kind="openai", openai_base_url=model.base_url, openai_model="m", openai_api_key="k")
+    env = {"RECALL_EMBEDDER__KIND": "openai", "RECALL_EMBEDDER__OPENAI_BASE_URL": model.base_url,
+           "RECALL_EMBEDDER__OPENAI_MODEL": "m", "RECALL_EMBEDDER__OPENAI_API_KEY": "k"}
+    with EmbeddedStack(tmp_path / "stack") as stack:
+        settings = _settings(stack.nats_url, stack.redis_url, "gone_hub").model_copy(
+            update={"embedder": embedder, "index_wait_s": 30.0}
+        )
+        hub = _spawn(_hub_args(settings), tmp_path / "hub.log", env)
+        heir: asyncio.Task[None] | None = None
+        other: HubContext | None = None
+        redis = Redis.from_url(stack.redis_url)
+        try:
+            async with RecallClient(new_ai(), stack.nats_url, timeout=10) as client:
+                await until("a hub serving", lambda: _serving(client))
+                model.mode = "stall"
+                bead = await client.create_bead("the lighthouse keeper's logbook", "kept by the hub killed",
+                                                visibility="global")
+            lock = Keys(settings.graph_name).lock(f"bead:{bead.bead_id}")
+            await until("the hub working on it", lambda: redis.exists(lock))
+            _kill(hub)
+            model.mode = "ok"
+            other = await HubContext.connect(settings)
+            heir = asyncio.create_task(take_over_forever(other))
+            began = time.monotonic()
+            await handed_off_work_done(other)  # what every read of the work waits for first
+            waited = time.monotonic() - began
+            assert waited < 3.0, f"the read waited {waited:.1f} s"
+            found = await search_beads(other, new_ai(), SearchBeads(query=bead.title, mode=SearchMode.VECTOR))
+            assert bead.bead_id in [hit.bead.bead_id for hit in found.hits]
+            assert await other.outbox.system_pending(bead.bead_id) == []
+            assert await other.outbox.handed_off_before() == (ANY, [])
+        finally:
+            model.release.set()
+            if heir is not None:
+                await stop_tasks([heir])
+            if other is not None:
+                await other.aclose()
+            await redis.aclose()
+            _stop(hub)
+            model.stop()
+
+
+async def _serving(client: RecallClient) -> bool:
+    await client.list_groups()
+    return True
 
 
 def _port_free(port: int) -> bool:

@@ -144,9 +144,11 @@ async def test_a_query_matching_only_hubs_answers_with_their_facts(connect: Clie
         assert {h.bead.bead_id for h in hits} == facts, mode
     with_hubs = await a.search_beads(name, include_hubs=True, mode="keyword")
     assert with_hubs.hits[0].bead.bead_id == hub
-    block = await a.context(name, max_tokens=500)
+    # A budget that holds every candidate: other tests' global beads, weak vector matches of a made-up word
+    # under the test embedder, can come before the facts (half the hub's relevance) and fill a small one.
+    block = await a.context(name, max_tokens=4000)
     assert facts <= set(block.bead_ids) and hub not in block.bead_ids
-    assert hub in (await a.context(name, max_tokens=500, include_hubs=True)).bead_ids
+    assert hub in (await a.context(name, max_tokens=4000, include_hubs=True)).bead_ids
     # Asking for topic beads by type is asking for hubs.
     typed = await a.search_beads(name, filters={"bead_types": ["topic"]}, mode="keyword")
     assert [h.bead.bead_id for h in typed.hits] == [hub]
@@ -168,7 +170,7 @@ async def test_collected_group_facts_and_hubs_are_invisible_to_every_outsider(co
     await ops.remove_member(group.group_id, leaver.ai_id)
     hidden = [*ids(stored), *hub_ids(stored)]
 
-    found = (await ops.search_beads(name)).hits
+    found = (await ops.search_beads(name, limit=50)).hits  # past other tests' weak matches (see above)
     assert {h.bead.bead_id for h in found if h.bead.group_id == group.group_id} == set(ids(stored))
     for outsider, own in ((leaver, set()), (stranger, {*ids(own_private), *hub_ids(own_private)})):
         for bead_id in hidden:

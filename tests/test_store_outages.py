@@ -5,8 +5,11 @@ answers, as with external servers; the session's stack is left alone."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,7 @@ from recall_hub.outages import as_unavailable
 from recall_hub.service.server import running_hub
 from recall_hub.store.keys import Keys
 from recall_hub.store.locks import Locks
+from recall_hub.store.presence import client_name, new_hub_id, running_hubs
 from recall_hub.tooling.stack import EmbeddedStack
 from recall_schemas import ErrorCode
 from redis.asyncio import Redis
@@ -162,3 +166,55 @@ async def until_answering(client: Redis) -> bool:
 
     await until("Redis answering again", answers)
     return True
+
+
+_HOLD_A_LOCK = """
+import asyncio, sys
+from redis.asyncio import Redis
+from recall_hub.store.keys import Keys
+from recall_hub.store.locks import Locks
+from recall_hub.store.presence import client_name
+
+async def main(url, root, hub, name):
+    async with Locks(Redis.from_url(url, client_name=client_name(hub)), Keys(root), ttl_s=60.0, owner=hub).hold(name):
+        print("held", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_lock_held_by_a_hub_that_is_gone_is_taken_over_at_once(stack: EmbeddedStack) -> None:
+    """A hub process killed while it holds a lock loses its connections to Redis with it: the next hub that asks
+    for the lock takes it at once instead of waiting out its time to live (60 s here). A lock whose hub is still
+    connected stays its holder's."""
+    graph = f"locks_{secrets.token_hex(4)}"
+    keys = Keys(graph)
+    holders = {name: new_hub_id() for name in ("killed", "running")}
+    procs = {
+        name: await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _HOLD_A_LOCK, stack.redis_url, graph, hub, f"bead:{name}", stdout=subprocess.PIPE
+        )
+        for name, hub in holders.items()
+    }
+    asker = new_hub_id()
+    mine = Redis.from_url(stack.redis_url, client_name=client_name(asker))
+    try:
+        for proc in procs.values():
+            assert proc.stdout is not None and await proc.stdout.readline() == b"held\n"
+        assert await running_hubs(mine) >= {*holders.values(), asker}
+        procs["killed"].kill()
+        await procs["killed"].wait()
+        assert holders["killed"] not in (await running_hubs(mine) or ())
+        here = Locks(mine, keys, ttl_s=60.0, owner=asker)
+        async with here.hold("bead:running", wait_s=0) as held:
+            assert not held
+        async with asyncio.timeout(2), here.hold("bead:killed", wait_s=0) as held:
+            assert held
+            assert (await mine.get(keys.lock("bead:killed"))).startswith(f"{asker}/".encode())
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        await mine.aclose()

@@ -33,6 +33,7 @@ from recall_hub.store.keyword_index import KeywordIndex
 from recall_hub.store.kv import KVStore
 from recall_hub.store.memberships import MembershipCache
 from recall_hub.store.outbox import OutboxStore
+from recall_hub.store.presence import client_name, new_hub_id
 from recall_hub.store.relationships import RelationshipStore
 from recall_hub.store.replica import ReplicaRoute, replica_routes
 from recall_hub.store.sessions import SessionStore
@@ -77,6 +78,12 @@ class HubContext:
     """Embeddings of beads being created, started before their write commits (embedders/early.py)."""
     check_first: CheckFirst = field(default_factory=CheckFirst)
     """Scopes whose creates check the deny-list before their write (:func:`recall_hub.ops.beads.create_bead`)."""
+    hub_id: str = ""
+    """This hub (this context): what its Redis connections, hand-off marks and locks are named after, so
+    that another hub can tell when it is gone (store/presence.py)."""
+    left_by_gone_hubs: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a read finds the work of a create handed off by a hub that is gone: this hub takes it over
+    (:func:`recall_hub.ops.after_commit.take_over_forever`)."""
     forgotten: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this hub forgets beads: their erasure from the servers' logs and files is due
     (:func:`recall_hub.ops.erasure.erase_forever`)."""
@@ -93,7 +100,8 @@ class HubContext:
         replicas = tuple(dict.fromkeys(r for r in (graph_replica, vector_replica) if r is not None))
         graph = GraphStore(settings.falkordb_url, settings.graph_name, replica=graph_replica)
         await graph.ensure_schema()
-        redis = client(settings.redis_url, max_connections=128)
+        hub_id = new_hub_id()
+        redis = client(settings.redis_url, max_connections=128, client_name=client_name(hub_id))
         if embedder is None:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()
@@ -118,7 +126,7 @@ class HubContext:
             kv=KVStore(redis, keys),
             keys=keys,
             beads=beads,
-            outbox=OutboxStore(graph, redis, keys),
+            outbox=OutboxStore(graph, redis, keys, hub_id),
             relationships=RelationshipStore(graph),
             groups=GroupStore(graph),
             sessions=SessionStore(graph),
@@ -134,6 +142,7 @@ class HubContext:
             replicas=replicas,
             extractor=make_extractor(settings.extractor),
             reranker=make_reranker(settings.reranker),
+            hub_id=hub_id,
         )
         for replica in replicas:
             replica.start()

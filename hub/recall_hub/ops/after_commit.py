@@ -280,8 +280,19 @@ def _similar(ctx: HubContext, bead_id: str, hits: list[VectorHit]) -> list[dict[
 
 async def sweep(ctx: HubContext, older_than_ms: int = 0, limit: int = 256) -> int:
     """Settle the beads whose entries are older than ``older_than_ms`` milliseconds; how many settled."""
+    return await _settle_left(ctx, await ctx.outbox.system_due(now_ms() - older_than_ms, limit))
+
+
+async def take_over(ctx: HubContext) -> int:
+    """Settle the creates handed off by hubs that are gone (store/presence.py); how many settled. Their locks
+    are taken over at once (store/locks.py), so this need not wait out their time to live."""
+    return await _settle_left(ctx, await ctx.outbox.handed_off_by_gone_hubs())
+
+
+async def _settle_left(ctx: HubContext, bead_ids: list[str]) -> int:
+    """:func:`settle` for beads whose work a crash or a failure left; each one's hand-off mark cleared once done."""
     settled = 0
-    for bead_id in await ctx.outbox.system_due(now_ms() - older_than_ms, limit):
+    for bead_id in bead_ids:
         try:
             if await settle(ctx, bead_id, wait_s=0.5):
                 settled += 1
@@ -304,3 +315,16 @@ async def sweep_forever(ctx: HubContext, interval_s: float, grace_ms: int) -> No
             log_failure(log, "outbox sweep failed", exc)
         older = grace_ms
         await asyncio.sleep(interval_s)
+
+
+async def take_over_forever(ctx: HubContext) -> None:
+    """Whenever a read finds a create's work handed off by a hub that is gone
+    (:func:`~recall_hub.retrieval.freshness.handed_off_work_done` sets ``ctx.left_by_gone_hubs``), do it here
+    (:func:`take_over`): the read waits a fraction of a second, not its whole budget, and not for a sweep."""
+    while True:
+        await ctx.left_by_gone_hubs.wait()
+        ctx.left_by_gone_hubs.clear()
+        try:
+            await take_over(ctx)
+        except Exception as exc:
+            log_failure(log, "taking over the work of a hub that is gone failed", exc)

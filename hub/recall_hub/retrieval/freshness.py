@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 UNAPPLIED_MAX = 256
 """Beyond this many log entries between the index and a caller's position, screening reads every
 candidate from the graph instead of naming the changed ones."""
+GONE_CHECK_AFTER_S = 0.25
+"""A read still waiting for other hubs' hand-offs after this long asks whether their hubs are still running (and
+as often again while it waits): a hub's own work takes milliseconds, so by then it may be a dead hub's."""
 
 @dataclass
 class _Demand:
@@ -154,7 +158,10 @@ async def handed_off_work_done(
     work is no longer on its first try (done, or failed and left to the sweep's retries) is dropped. So after a
     create's reply every reader finds the bead as it would after an inline create. The documents' embedder
     works first come, first served, so waiting for every earlier create costs hardly more than waiting for
-    one. For the operations of :data:`~recall_hub.retrieval.search.SETTLED_READERS`. With the caller's
+    one. A hand-off whose hub is gone (store/presence.py) is taken over by this hub
+    (:func:`~recall_hub.ops.after_commit.take_over_forever`), so the wait ends within a fraction of a second of
+    the work's own time, not at its budget. For the operations of
+    :data:`~recall_hub.retrieval.search.SETTLED_READERS`. With the caller's
     ``deadline`` (epoch ms) it waits at most half the time left, so the read still answers in time. With
     ``until`` (Redis's epoch ms) only for the creates marked by then: a handed-off create's own work waits so
     for the creates before it (their vectors are what its auto-links are found among). With ``scopes`` (vector
@@ -170,13 +177,17 @@ async def handed_off_work_done(
             if marked:  # this hub's own, as they finish; then what is left, the other hubs', by their marks
                 await ctx.background.wait_for(marked)
                 _, marked = await ctx.outbox.handed_off_before(until, scopes)
-            pause = 0.002
+            pause, ask_hubs = 0.002, time.monotonic() + GONE_CHECK_AFTER_S
             while marked:
                 working = await ctx.outbox.system_first_tries(marked)
                 if stale := set(marked) - working:
                     await ctx.outbox.clear_handed_off(*stale)
                 if not working:
                     break
+                if time.monotonic() >= ask_hubs:
+                    ask_hubs = time.monotonic() + GONE_CHECK_AFTER_S
+                    if working & set(await ctx.outbox.handed_off_by_gone_hubs()):
+                        ctx.left_by_gone_hubs.set()
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.05)
                 _, marked = await ctx.outbox.handed_off_before(until, scopes)

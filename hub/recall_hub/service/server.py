@@ -18,7 +18,7 @@ from recall_schemas.tasks import stop_tasks
 
 from recall_hub.config import HubSettings
 from recall_hub.context import HubContext
-from recall_hub.ops.after_commit import sweep_forever
+from recall_hub.ops.after_commit import sweep_forever, take_over_forever
 from recall_hub.ops.erasure import erase_forever
 from recall_hub.ops.indexing import repair, repair_token_signs
 from recall_hub.service.endpoints import HubService
@@ -115,6 +115,7 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
     gc.set_threshold(*GC_THRESHOLDS)
     sweeper: asyncio.Task[None] | None = None
     eraser: asyncio.Task[None] | None = None
+    heir: asyncio.Task[None] | None = None
     follower: asyncio.Task[None] | None = None
     reads: asyncio.Task[None] | None = None
     status: StatusServer | None = None
@@ -130,13 +131,14 @@ async def running_hub(settings: HubSettings) -> AsyncIterator[HubService]:
         sweeper = asyncio.create_task(
             sweep_forever(ctx, settings.outbox_interval_s, settings.outbox_grace_ms), name="recall-outbox-sweep"
         )
+        heir = asyncio.create_task(take_over_forever(ctx), name="recall-take-over")
         eraser = asyncio.create_task(erase_forever(ctx, settings.outbox_interval_s), name="recall-erasure")
         reads = asyncio.create_task(ctx.accessed.flush_forever(settings.access_flush_s), name="recall-read-times")
         await consumer.start()
         yield service
     finally:
         background = [
-            t for t in (sweeper, eraser, follower, reads, service.repaired, warnings) if t is not None
+            t for t in (sweeper, heir, eraser, follower, reads, service.repaired, warnings) if t is not None
         ]
         # Finished before the stores close under them (a task left running would retry on closed pools).
         await stop_tasks(background)

@@ -4,13 +4,16 @@ A lock's holder renews it every third of its time to live while its block runs; 
 stops renewing, so its locks free within ``ttl_s``. A lock is released only where it is still its
 holder's (one that outlived its time may be another's by now). A release that fails (Redis away, or restarted
 from its files with the lock in them) is remembered: the next time this process asks for that lock it takes it
-over if it still holds the old token, instead of waiting out a lock nobody holds.
+over if it still holds the old token, instead of waiting out a lock nobody holds. A lock's token names the
+hub that holds it: one held by a hub that is gone (no connection to Redis left: :mod:`recall_hub.store.presence`)
+is taken over at once by the next that asks for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -21,6 +24,9 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from recall_hub.store.keys import Keys
+from recall_hub.store.presence import gone, running_hubs
+
+log = logging.getLogger(__name__)
 
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 _RENEW = (
@@ -33,22 +39,27 @@ _TAKE_OVER = (
 LOCK_TTL_S = 5.0
 """A lock lives this long unless its holder renews it (every third of it, while working)."""
 LOCK_POLL_S = 0.05
+GONE_CHECK_S = 1.0
+"""While a lock stays busy, whether its holder is gone is asked when it is first found busy, then this often."""
 UNRELEASED_MAX = 10_000
 """Locks whose release failed that a process remembers (the oldest forgotten first: they free by themselves)."""
 
 
 class Locks:
-    def __init__(self, redis: Redis, keys: Keys, ttl_s: float = LOCK_TTL_S) -> None:
+    """``owner``: the hub whose locks these are (store/presence.py; empty: a process no other can tell gone)."""
+
+    def __init__(self, redis: Redis, keys: Keys, ttl_s: float = LOCK_TTL_S, owner: str = "") -> None:
         self.redis = redis
         self.keys = keys
         self.ttl_s = ttl_s
+        self.owner = owner
         self._unreleased: dict[str, str] = {}
         """Lock key -> the token its failed release left there."""
 
     @contextlib.asynccontextmanager
     async def try_many(self, names: Sequence[str]) -> AsyncIterator[list[str]]:
         """Try every lock of ``names`` at once, without waiting; yields the names whose lock is held."""
-        tokens = {name: uuid.uuid4().hex for name in names}
+        tokens = {name: self._token() for name in names}
         pipe = self.redis.pipeline(transaction=False)
         for name, token in tokens.items():
             self._take(pipe, self.keys.lock(name), token)
@@ -59,15 +70,37 @@ class Locks:
     @contextlib.asynccontextmanager
     async def hold(self, name: str, wait_s: float = 30.0) -> AsyncIterator[bool]:
         """Hold the lock ``name``; yields False if it stays busy for ``wait_s`` (0: try once)."""
-        token, key = uuid.uuid4().hex, self.keys.lock(name)
+        token, key = self._token(), self.keys.lock(name)
         deadline = time.monotonic() + wait_s
+        ask_holder = 0.0
         while not await self._take(self.redis, key, token):
+            if time.monotonic() >= ask_holder:
+                if await self._take_from_gone(key, token):
+                    break
+                ask_holder = time.monotonic() + GONE_CHECK_S
             if time.monotonic() >= deadline:
                 yield False
                 return
             await asyncio.sleep(LOCK_POLL_S)
         async with self._leased({name: token}):
             yield True
+
+    def _token(self) -> str:
+        return f"{self.owner}/{uuid.uuid4().hex}"
+
+    async def _take_from_gone(self, key: str, token: str) -> bool:
+        """Take ``key`` for ``token`` if the hub its token names is gone."""
+        held = await self.redis.get(key)
+        if held is None:
+            return False  # freed meanwhile: the next try takes it
+        left = held.decode() if isinstance(held, bytes) else str(held)
+        holder = left.partition("/")[0] if "/" in left else ""
+        if holder == self.owner or not gone(holder, await running_hubs(self.redis)):
+            return False
+        if not await self.redis.eval(_TAKE_OVER, 1, key, left, token, self._ttl_ms):
+            return False
+        log.info("lock %s of hub %s, which is gone, taken over", key, holder)
+        return True
 
     @property
     def _ttl_ms(self) -> int:

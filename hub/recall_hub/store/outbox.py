@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from recall_hub.store.graph import GraphStore
 from recall_hub.store.keys import Keys
 from recall_hub.store.locks import Locks
+from recall_hub.store.presence import gone, running_hubs
 from recall_hub.timeutil import now_ms
 
 FEED_SCOPE = (
@@ -144,11 +145,13 @@ def _entry(row: list[Any]) -> OutboxEntry:
 class OutboxStore:
     """System reads and writes of the outbox (the work runs for no caller: it was authorised at commit)."""
 
-    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys) -> None:
+    def __init__(self, graph: GraphStore, redis: Redis, keys: Keys, hub_id: str = "") -> None:
         self.graph = graph
         self.redis = redis
         self.keys = keys
-        self.locks = Locks(redis, keys)
+        self.hub_id = hub_id
+        """The hub whose work this is: its marks and locks name it (store/presence.py)."""
+        self.locks = Locks(redis, keys, owner=hub_id)
 
     async def system_pending(self, bead_id: str) -> list[OutboxEntry]:
         """Every unfinished entry of one bead, oldest first."""
@@ -206,11 +209,13 @@ class OutboxStore:
     # --- creates whose work follows the reply (create_settle = background) ---------------------------------
     # Marked on Redis's clock before the reply, cleared when the work is done: a read that starts after a
     # create's reply, at any hub, finds the mark and waits for the work (retrieval/freshness.py). A mark is
-    # "<bead id> <vector scope>": a read waits only for the creates in the scopes it may read.
+    # "<bead id> <vector scope> <hub id>": a read waits only for the creates in the scopes it may read, and has
+    # the work of a hub that is gone taken over (ops/after_commit.take_over).
 
     async def mark_handed_off(self, bead_id: str, scope: str) -> int:
         """Mark a create into ``scope`` as handed off; the mark's time (epoch ms on Redis's clock)."""
-        return int(await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), f"{bead_id} {scope}"))
+        mark = f"{bead_id} {scope} {self.hub_id}".rstrip()
+        return int(await self.redis.eval(_MARK_HANDED_OFF, 1, self.keys.handed_off(), mark))
 
     async def clear_handed_off(self, *bead_ids: str) -> None:
         await self.redis.eval(_CLEAR_HANDED_OFF, 1, self.keys.handed_off(), *bead_ids)
@@ -221,15 +226,30 @@ class OutboxStore:
         """``(until, beads)``: the creates marked at or before ``until`` (epoch ms on Redis's clock; None: Redis's
         now) whose marks are still there, of the last :data:`HANDED_OFF_HORIZON_MS`; with ``scopes``, only those
         into one of them (and any whose mark names no scope)."""
+        until, marks = await self._marks(until)
+        return until, [bead for bead, scope, _ in marks if scopes is None or not scope or scope in scopes]
+
+    async def handed_off_by_gone_hubs(self) -> list[str]:
+        """The creates marked as handed off by a hub that is gone (store/presence.py) whose marks are still
+        there: their work may never be done but by another hub."""
+        _, marks = await self._marks()
+        if not any(hub for _, _, hub in marks):
+            return []
+        running = await running_hubs(self.redis)
+        return [bead for bead, _, hub in marks if gone(hub, running)]
+
+    async def _marks(self, until: int | None = None) -> tuple[int, list[tuple[str, str, str]]]:
+        """``(until, marks)`` as :meth:`handed_off_before`, each mark ``(bead, scope, hub)`` (a mark made before
+        marks named their hub has an empty one)."""
         reply = await self.redis.eval(
             _HANDED_OFF_BEFORE, 1, self.keys.handed_off(), -1 if until is None else until, HANDED_OFF_HORIZON_MS
         )
-        beads = []
+        marks = []
         for member in reply[1]:
-            bead, _, scope = (member.decode() if isinstance(member, bytes) else str(member)).partition(" ")
-            if scopes is None or not scope or scope in scopes:
-                beads.append(bead)
-        return int(reply[0]), beads
+            bead, _, rest = (member.decode() if isinstance(member, bytes) else str(member)).partition(" ")
+            scope, _, hub = rest.partition(" ")
+            marks.append((bead, scope, hub))
+        return int(reply[0]), marks
 
     async def system_first_tries(self, bead_ids: list[str]) -> set[str]:
         """Those of ``bead_ids`` whose create's work is on its first try (a hand-off's mark that outlived its work
