@@ -18,14 +18,18 @@ import pytest
 import redis.exceptions
 from recall_client import RecallClient, Unavailable
 from recall_hub.config import HubSettings
-from recall_hub.embedders import EmbedderConfig
+from recall_hub.context import HubContext
+from recall_hub.embedders import EmbedderConfig, HashEmbedder
+from recall_hub.ops.beads import create_bead
 from recall_hub.outages import as_unavailable
+from recall_hub.retrieval.freshness import handed_off_work_done
+from recall_hub.retrieval.search import search_beads
 from recall_hub.service.server import running_hub
 from recall_hub.store.keys import Keys
 from recall_hub.store.locks import Locks
 from recall_hub.store.presence import client_name, new_hub_id, running_hubs
 from recall_hub.tooling.stack import EmbeddedStack
-from recall_schemas import ErrorCode
+from recall_schemas import CreateBead, ErrorCode, SearchBeads, SearchMode, Visibility
 from redis.asyncio import Redis
 
 from tests.conftest import new_ai, until
@@ -218,3 +222,33 @@ async def test_a_lock_held_by_a_hub_that_is_gone_is_taken_over_at_once(stack: Em
                 proc.kill()
                 await proc.wait()
         await mine.aclose()
+
+
+async def test_a_hub_whose_redis_user_may_not_name_connections_serves_and_is_never_taken_for_gone(
+    stack: EmbeddedStack, settings: HubSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ACL that refuses the CLIENT commands: the hub's connections go unnamed (a named one would not open), it
+    says so once, works as before, and no hub can tell it gone, so nothing of its is taken over."""
+    user = f"noclient_{secrets.token_hex(4)}"
+    admin = Redis.from_url(stack.redis_url)
+    await admin.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
+                            commands=["+@all", "-client"])
+    limited = settings.model_copy(update={
+        "redis_url": stack.redis_url.replace("redis://", f"redis://{user}:pw@"),
+        "graph_name": f"noclient_{secrets.token_hex(4)}", "create_settle": "background",
+    })
+    ctx = await HubContext.connect(limited, embedder=HashEmbedder())
+    try:
+        assert ctx.hub_id == ""
+        assert "refuses to name this hub's connections" in caplog.text
+        assert await running_hubs(ctx.redis) is None
+        bead = await create_bead(ctx, new_ai(), CreateBead(title="kept under a strict ACL", content="by meaning",
+                                                           visibility=Visibility.GLOBAL))
+        await handed_off_work_done(ctx)
+        found = await search_beads(ctx, new_ai(), SearchBeads(query=bead.title, mode=SearchMode.VECTOR))
+        assert bead.bead_id in [hit.bead.bead_id for hit in found.hits]
+        assert await ctx.outbox.handed_off_by_gone_hubs() == []
+    finally:
+        await ctx.aclose()
+        await admin.acl_deluser(user)
+        await admin.aclose()

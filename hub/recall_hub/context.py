@@ -33,7 +33,7 @@ from recall_hub.store.keyword_index import KeywordIndex
 from recall_hub.store.kv import KVStore
 from recall_hub.store.memberships import MembershipCache
 from recall_hub.store.outbox import OutboxStore
-from recall_hub.store.presence import client_name, new_hub_id
+from recall_hub.store.presence import client_name, names_allowed, new_hub_id
 from recall_hub.store.relationships import RelationshipStore
 from recall_hub.store.replica import ReplicaRoute, replica_routes
 from recall_hub.store.sessions import SessionStore
@@ -102,6 +102,9 @@ class HubContext:
         await graph.ensure_schema()
         hub_id = new_hub_id()
         redis = client(settings.redis_url, max_connections=128, client_name=client_name(hub_id))
+        if not await names_allowed(redis):
+            await redis.aclose()
+            redis, hub_id = client(settings.redis_url, max_connections=128), ""
         if embedder is None:
             embedder = BatchingEmbedder(make_embedder(settings.embedder))
             await embedder.warmup()

@@ -19,7 +19,7 @@ import logging
 
 from recall_schemas import new_id
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +36,23 @@ def client_name(hub_id: str) -> str:
     return f"{CLIENT_PREFIX}{hub_id}"
 
 
+async def names_allowed(redis: Redis) -> bool:
+    """Whether ``redis`` (a client whose connections are named) may name its connections: an ACL can refuse
+    ``CLIENT SETNAME``, and then no connection of it would open. Redis unreachable now: assumed so."""
+    try:
+        await redis.ping()
+    except ResponseError as exc:
+        log.warning("Redis refuses to name this hub's connections (%s): other hubs cannot tell when it is gone, "
+                    "and its locks free by their time to live", exc)
+        return False
+    except RedisError:
+        return True
+    return True
+
+
 async def running_hubs(redis: Redis) -> frozenset[str] | None:
     """The hubs with a connection to ``redis`` now; None when Redis will not say (``CLIENT LIST`` refused by an
-    ACL): then no hub can be told gone."""
+    ACL, or this hub's connections unnamed): then no hub can be told gone."""
     try:
         clients = await redis.client_list(_type="normal")
     except ResponseError as exc:
