@@ -27,14 +27,15 @@ minimum, and an event whose ``Nats-Msg-Id`` begins with another identity (``<oth
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from typing import Literal
+from typing import Literal, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -121,21 +122,46 @@ def stream_configs(settings: HubSettings) -> tuple[StreamConfig, StreamConfig]:
 
 
 STREAM_SETUP_ATTEMPTS = 20
+JETSTREAM_SETUP_S = 120.0
+"""How long a starting hub asks JetStream again while it does not answer: a cluster that lost a node elects new
+stream leaders, or has no quorum until the node is back (seconds, up to the node's restart)."""
+_UNANSWERED = (nats.errors.TimeoutError, nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
+_T = TypeVar("_T")
+
+
+async def until_jetstream_answers(call: Callable[[], Awaitable[_T]], what: str) -> _T:
+    """``call()`` (a JetStream API request), asked again at growing intervals (0.1 to 2 s) while JetStream does
+    not answer it, for up to :data:`JETSTREAM_SETUP_S`: a hub started while its cluster elects leaders waits for
+    them instead of exiting."""
+    loop = asyncio.get_running_loop()
+    give_up, pause = loop.time() + JETSTREAM_SETUP_S, 0.1
+    while True:
+        try:
+            return await call()
+        except _UNANSWERED as exc:
+            if loop.time() + pause > give_up:
+                raise
+            log.warning("JetStream did not answer %s (%s); asking again in %.1f s", what, type(exc).__name__, pause)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 async def ensure_streams(js: JetStreamContext, settings: HubSettings) -> None:
     """Create the streams, or bring existing ones to the configured limits.
 
     Hubs starting together race: a stream another hub is creating in a cluster already refuses a second
-    create ("in use") but is not found by an update until the cluster has placed it, so that is tried again."""
+    create ("in use") but is not found by an update until the cluster has placed it, so that is tried again.
+    While JetStream does not answer, each request is asked again (:func:`until_jetstream_answers`)."""
     for config in stream_configs(settings):
         for attempt in range(STREAM_SETUP_ATTEMPTS):
             try:
-                await js.add_stream(config)
+                await until_jetstream_answers(functools.partial(js.add_stream, config),
+                                              f"creating stream {config.name}")
                 break
             except nats.js.errors.BadRequestError:
                 try:
-                    await js.update_stream(config)
+                    await until_jetstream_answers(functools.partial(js.update_stream, config),
+                                                  f"updating stream {config.name}")
                     break
                 except nats.js.errors.NotFoundError:
                     if attempt == STREAM_SETUP_ATTEMPTS - 1:
@@ -218,7 +244,10 @@ class EventConsumer:
         await ensure_streams(self.js, self.settings)
         config = consumer_config(self.settings)
         try:  # create, or bring an existing durable consumer to this configuration
-            await self.js.add_consumer(EVENTS_STREAM, config=config)
+            await until_jetstream_answers(lambda: self.js.add_consumer(EVENTS_STREAM, config=config),
+                                          f"creating consumer {HUB_EVENTS_CONSUMER}")
+        except _UNANSWERED:
+            raise
         except nats.js.errors.Error as exc:
             log.warning("event consumer %s keeps its configuration: %s", HUB_EVENTS_CONSUMER, exc)
         self._sub = await self.js.pull_subscribe_bind(
