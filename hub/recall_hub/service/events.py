@@ -246,7 +246,7 @@ class EventConsumer:
         try:  # create, or bring an existing durable consumer to this configuration
             await until_jetstream_answers(lambda: self.js.add_consumer(EVENTS_STREAM, config=config),
                                           f"creating consumer {HUB_EVENTS_CONSUMER}")
-        except _UNANSWERED:
+        except _UNANSWERED:  # a 503 is a JetStream error too, but says nothing of the configuration
             raise
         except nats.js.errors.Error as exc:
             log.warning("event consumer %s keeps its configuration: %s", HUB_EVENTS_CONSUMER, exc)

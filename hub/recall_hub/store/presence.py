@@ -52,7 +52,7 @@ async def names_allowed(redis: Redis) -> bool:
 
 async def running_hubs(redis: Redis) -> frozenset[str] | None:
     """The hubs with a connection to ``redis`` now; None when Redis will not say (``CLIENT LIST`` refused by an
-    ACL, or this hub's connections unnamed): then no hub can be told gone."""
+    ACL): then no hub can be told gone."""
     try:
         clients = await redis.client_list(_type="normal")
     except ResponseError as exc:
