@@ -14,6 +14,7 @@ lock, so concurrent writes of one bead are worked off one at a time, in commit o
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
@@ -98,6 +99,8 @@ return {upto, redis.call('ZRANGEBYSCORE', KEYS[1], upto - tonumber(ARGV[2]), upt
 """
 HANDED_OFF_HORIZON_MS = 60_000
 """A hand-off mark older than this is not waited for (its hub died before clearing it) and is pruned."""
+RUNNING_FRESH_S = 0.2
+"""Which hubs run is asked of Redis (``CLIENT LIST``) at most this often by one hub, however many reads wait."""
 
 
 def record_params() -> dict[str, Any]:
@@ -152,6 +155,7 @@ class OutboxStore:
         self.hub_id = hub_id
         """The hub whose work this is: its marks and locks name it (store/presence.py)."""
         self.locks = Locks(redis, keys, owner=hub_id)
+        self._running: tuple[float, frozenset[str] | None] = (-RUNNING_FRESH_S, None)
 
     async def system_pending(self, bead_id: str) -> list[OutboxEntry]:
         """Every unfinished entry of one bead, oldest first."""
@@ -235,7 +239,12 @@ class OutboxStore:
         _, marks = await self._marks()
         if not any(hub for _, _, hub in marks):
             return []
-        running = await running_hubs(self.redis)
+        asked, running = self._running
+        if time.monotonic() - asked >= RUNNING_FRESH_S or any(gone(hub, running) for _, _, hub in marks):
+            # A hub missing from what was asked a moment ago may have started since: asked again before it is
+            # taken for gone; one that is there still runs.
+            running = await running_hubs(self.redis)
+            self._running = (time.monotonic(), running)
         return [bead for bead, _, hub in marks if gone(hub, running)]
 
     async def _marks(self, until: int | None = None) -> tuple[int, list[tuple[str, str, str]]]:
