@@ -149,15 +149,16 @@ async def _drained(ctx: HubContext) -> bool:
     return await ctx.outbox.system_depth() == 0
 
 
+async def _serving(client: RecallClient) -> bool:
+    await client.list_groups()
+    return True
+
+
 @contextlib.asynccontextmanager
 async def _writers(nats_url: str) -> AsyncIterator[Load]:
     load = Load(nats_url)
     async with RecallClient(new_ai("o"), nats_url, timeout=10) as ops:
-        async def serving() -> bool:
-            await ops.list_groups()
-            return True
-
-        await until("a hub serving", serving)
+        await until("a hub serving", lambda: _serving(ops))
         await load.start(ops, [new_ai() for _ in range(WRITERS)])
         try:
             yield load
@@ -327,10 +328,6 @@ async def test_work_a_killed_hub_left_is_taken_over_by_the_next_read_at_another_
             _stop(hub)
             model.stop()
 
-
-async def _serving(client: RecallClient) -> bool:
-    await client.list_groups()
-    return True
 
 
 def _port_free(port: int) -> bool:
